@@ -1,0 +1,140 @@
+"""What the API returns: jobs, their attempts and events, progress, pages and errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpujobs.spec import CapacityType, JobSpec
+
+T = TypeVar("T")
+
+
+class JobStatus(StrEnum):
+    PENDING = "PENDING"
+    SCHEDULED = "SCHEDULED"
+    RUNNING = "RUNNING"
+    PREEMPTED = "PREEMPTED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class Resource(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Progress(Resource):
+    step: int = Field(ge=0)
+    total_steps: int | None = Field(None, ge=0)
+    loss: float | None = None
+    samples_per_s: float | None = Field(None, ge=0)
+    data_wait_fraction: float | None = Field(None, ge=0, le=1)
+    checkpoint_stall_s: float | None = Field(None, ge=0)
+    checkpoint_step: int | None = Field(None, ge=0, description="Last complete checkpoint.")
+    updated_at: datetime | None = None
+
+
+class ProgressReport(BaseModel):
+    """What a trainer posts to `/v1/jobs/{id}/progress`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0, le=10**12)
+    total_steps: int | None = Field(None, ge=0, le=10**12)
+    loss: float | None = Field(None, allow_inf_nan=False)
+    samples_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    data_wait_fraction: float | None = Field(None, ge=0, le=1)
+    checkpoint_stall_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    checkpoint_step: int | None = Field(None, ge=0, le=10**12)
+    attempt_id: str | None = Field(None, max_length=64)
+
+
+class Offer(Resource):
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gb: float | None = None
+
+
+class JobAttempt(Resource):
+    id: str
+    job_id: str
+    number: int
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    capacity_type: CapacityType
+    nodes: int
+    price_per_hour: float = Field(description="Price of all the attempt's nodes, USD/hour.")
+    reservation_id: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+    cost: float | None = Field(None, description="USD, once the attempt has ended.")
+    resume_from_step: int | None = None
+    steps_lost: int | None = None
+    created_at: datetime
+
+
+class JobEvent(Resource):
+    id: int
+    job_id: str
+    at: datetime
+    from_status: JobStatus | None
+    to_status: JobStatus
+    reason: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Job(Resource):
+    id: str
+    team: str
+    name: str
+    status: JobStatus
+    status_reason: str | None = None
+    spec: JobSpec
+    created_at: datetime
+    updated_at: datetime
+    deadline_at: datetime | None = None
+    restarts: int = Field(0, description="Restarts after failures.")
+    preemptions: int = 0
+    attempts: int = Field(0, description="Placements so far.")
+    resume_from_step: int | None = None
+    progress: Progress | None = None
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page.")
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="Dotted path of the offending field, e.g. `trainer.steps`.")
+    reason: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    fields: list[FieldError] = Field(default_factory=list)
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,39 @@
+"""The attempt's runtime contract: how a launcher configures the trainer it starts.
+
+A launcher writes a `RunConfig` as JSON and points the trainer at it with `GPUJOBS_RUN_CONFIG`
+(a file path) or `GPUJOBS_RUN_CONFIG_JSON` (the JSON itself, for Kubernetes env vars). Secrets
+never go in the config: the job token travels as `GPUJOBS_JOB_TOKEN`, S3 credentials as the
+usual `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gpujobs.spec import StrictModel, TrainerSpec
+
+ENV_RUN_CONFIG = "GPUJOBS_RUN_CONFIG"
+ENV_RUN_CONFIG_JSON = "GPUJOBS_RUN_CONFIG_JSON"
+ENV_JOB_TOKEN = "GPUJOBS_JOB_TOKEN"
+
+# The trainer saved a checkpoint after the preemption notice and exited on purpose: the attempt
+# was preempted, not failed. 75 is EX_TEMPFAIL ("try again later") from sysexits.h.
+EXIT_PREEMPTED = 75
+# SIGTERM arrived but the checkpoint on notice was disabled or could not be written.
+EXIT_PREEMPTED_NO_CHECKPOINT = 76
+
+
+class RunConfig(StrictModel):
+    job_id: str = Field("local", max_length=64)
+    attempt_id: str | None = Field(None, max_length=64)
+    trainer: TrainerSpec
+    checkpoint_uri: str = Field(
+        description="Where checkpoints live: a directory, file:///dir or s3://bucket/prefix."
+    )
+    checkpoint_every_steps: int | None = Field(
+        None, ge=1, description="Resolved interval (the scheduler fills it in for `auto`)."
+    )
+    checkpoint_every_seconds: float | None = Field(None, gt=0)
+    s3_endpoint_url: str | None = None
+    api_url: str | None = Field(None, description="Report progress here when set.")
+    progress_every_s: float = Field(5.0, gt=0)
