@@ -8,11 +8,18 @@ fields are rejected everywhere so that a typo never silently becomes a default.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 WORKLOAD_PATTERN = r"^([a-z][a-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$"
@@ -109,24 +116,20 @@ class TrainerSpec(StrictModel):
 
 class ResourcesSpec(StrictModel):
     gpu_models: list[Annotated[str, Field(min_length=1, max_length=40)]] | None = Field(
-        None, max_length=32, description="Allowed GPU models, e.g. ['A100', 'H100']; any if unset."
+        None,
+        min_length=1,
+        max_length=32,
+        description="Allowed GPU models, e.g. ['A100', 'H100']; any if unset.",
     )
     min_gpu_memory_gb: float | None = Field(None, gt=0, le=4096)
     gpus_per_node: int = Field(1, ge=1, le=16)
     nodes: int = Field(1, ge=1, le=256)
     clouds: list[Annotated[str, Field(min_length=1, max_length=20)]] | None = Field(
-        None, max_length=8
+        None, min_length=1, max_length=8
     )
     regions: list[Annotated[str, Field(min_length=1, max_length=40)]] | None = Field(
-        None, max_length=64
+        None, min_length=1, max_length=64
     )
-
-    @field_validator("gpu_models", "clouds", "regions")
-    @classmethod
-    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and not value:
-            raise ValueError("must not be empty; leave it out to allow any")
-        return value
 
 
 class CapacitySpec(StrictModel):
@@ -176,12 +179,13 @@ class JobSpec(StrictModel):
 
     @field_validator("deadline")
     @classmethod
-    def _future_deadline(cls, value: datetime | None) -> datetime | None:
+    def _future_deadline(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ValueError("deadline must include a timezone, e.g. 2026-12-31T00:00:00Z")
-        if value <= datetime.now(UTC):
+        # A stored spec was checked when it was submitted; its deadline may have passed since.
+        if not (info.context or {}).get("stored") and value <= datetime.now(UTC):
             raise ValueError("deadline must be in the future")
         return value
 
@@ -203,12 +207,15 @@ class JobSpec(StrictModel):
             raise ValueError("set at most one of deadline and deadline_hours")
         return self
 
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> JobSpec:
+        """Load a spec that was validated at submission (skips the checks that depend on now)."""
+        return cls.model_validate(data, context={"stored": True})
+
     def deadline_at(self, submitted_at: datetime) -> datetime | None:
         """The absolute deadline, resolving `deadline_hours` against the submission time."""
         if self.deadline is not None:
             return self.deadline.astimezone(UTC)
         if self.deadline_hours is not None:
-            from datetime import timedelta
-
             return submitted_at + timedelta(hours=self.deadline_hours)
         return None

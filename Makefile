@@ -1,0 +1,51 @@
+# Two commands: `make run` (the embedded single-machine service) and `make test`.
+# Both install what they need, idempotently, starting from a bare Debian machine with python3.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install system-deps services lint format bench clean
+
+run: install
+	$(BIN)/python -m worker.standalone
+
+test: install system-deps services
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned: on these machines torch==2.13.0 is a CPU build on local disk, while a bare
+# `torch` requirement would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0 numpy
+	$(BIN)/pip install -q -e '.[server,trainer,dev]'
+	touch $@
+
+install: $(STAMP)
+
+system-deps:
+	@bash scripts/system-deps.sh
+
+services:
+	@bash scripts/services.sh
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format:
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install services
+	$(BIN)/python -m benchmarks.api_load
+
+clean:
+	rm -rf .gpujobs .pytest_cache .ruff_cache

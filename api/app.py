@@ -1,0 +1,67 @@
+"""The FastAPI application. Composition roots (api.main, worker.standalone) call `create_app`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
+
+from api import health
+from api.database import make_engine, make_session_factory
+from api.http import BodyLimit, install_error_handlers
+from api.jobs import endpoints as jobs
+from api.jobs.service import AdmissionCheck
+from api.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+# Called after a commit with (task, job_id): "look now". The database decides; a lost nudge
+# only delays work until the next periodic tick.
+Nudge = Callable[[str, str], None]
+
+
+def _no_nudge(task: str, job_id: str) -> None:
+    return None
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    nudge: Nudge | None = None,
+    admission: AdmissionCheck | None = None,
+) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="gpujobs",
+        version="0.1.0",
+        summary="Run GPU training jobs on the cheapest capacity that meets their deadline.",
+    )
+    app.state.settings = settings
+    app.state.session_factory = session_factory or make_session_factory(make_engine(settings))
+    app.state.nudge = nudge or celery_nudge(settings) or _no_nudge
+    app.state.admission = admission
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(jobs.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def celery_nudge(settings: Settings) -> Nudge | None:
+    """Nudge the worker by task name, so `api` never imports `worker`."""
+    if not settings.broker_url:
+        return None
+    from celery import Celery
+
+    client = Celery("gpujobs-api", broker=settings.broker_url)
+
+    def nudge(task: str, job_id: str) -> None:
+        try:
+            client.send_task(f"gpujobs.{task}", kwargs={"job_id": job_id}, retry=False)
+        except Exception:  # the next beat tick picks the job up anyway
+            log.warning("could not nudge the worker (%s %s)", task, job_id, exc_info=True)
+
+    return nudge

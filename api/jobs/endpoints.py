@@ -1,0 +1,100 @@
+"""/v1/jobs: thin handlers that parse, authorize, call the service and commit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
+from api.jobs import service, views
+from gpujobs import resources as r
+from gpujobs.spec import JobSpec
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+
+@router.post("", status_code=201, response_model=r.Job)
+def submit_job(
+    request: Request,
+    spec: JobSpec,
+    session: SessionDep,
+    principal: PrincipalDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Retrying a POST with the same key returns the same job.",
+        ),
+    ] = None,
+) -> Response:
+    submitted = service.submit(
+        session,
+        principal=principal,
+        spec=spec,
+        idempotency_key=idempotency_key,
+        admission=request.app.state.admission,
+    )
+    body = views.job(submitted.job)
+    session.commit()
+    if submitted.created:
+        request.app.state.nudge("schedule", submitted.job.id)
+    headers = {"Location": f"/v1/jobs/{submitted.job.id}"}
+    if not submitted.created:
+        headers["Idempotent-Replayed"] = "true"
+    return respond(body, status_code=201 if submitted.created else 200, headers=headers)
+
+
+@router.get("", response_model=r.Page[r.Job])
+def list_jobs(
+    session: SessionDep,
+    principal: PrincipalDep,
+    status: Annotated[list[r.JobStatus] | None, Query(description="Filter by status.")] = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Response:
+    rows, next_cursor = service.list_jobs(
+        session, principal=principal, statuses=status or [], cursor=cursor, limit=limit
+    )
+    page = r.Page[r.Job](items=[views.job(row) for row in rows], next_cursor=next_cursor)
+    return respond(page)
+
+
+@router.get("/{job_id}", response_model=r.Job)
+def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
+    return respond(views.job(service.get(session, principal=principal, job_id=job_id)))
+
+
+@router.post("/{job_id}/cancel", response_model=r.Job)
+def cancel_job(
+    request: Request, job_id: str, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    job = service.cancel(session, principal=principal, job_id=job_id)
+    body = views.job(job)
+    session.commit()
+    request.app.state.nudge("reconcile", job_id)
+    return respond(body)
+
+
+@router.get("/{job_id}/events", response_model=list[r.JobEvent])
+def job_events(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
+    rows = service.events(session, principal=principal, job_id=job_id)
+    return respond([views.event(row) for row in rows])
+
+
+@router.get("/{job_id}/attempts", response_model=list[r.JobAttempt])
+def job_attempts(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
+    rows = service.attempts(session, principal=principal, job_id=job_id)
+    return respond([views.attempt(row) for row in rows])
+
+
+@router.post("/{job_id}/progress", response_model=r.Job)
+def report_progress(
+    job_id: str, report: r.ProgressReport, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    job = service.report_progress(session, principal=principal, job_id=job_id, report=report)
+    body = views.job(job)
+    session.commit()
+    return respond(body)

@@ -1,0 +1,83 @@
+"""The only place a job's status changes. Every change is legal and leaves an event behind.
+
+    PENDING -> SCHEDULED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
+    RUNNING -> PREEMPTED -> PENDING
+
+plus the edges real life needs: a placement that never started goes back to PENDING (no capacity)
+or is preempted before it ran; a failure with restarts left goes back to PENDING; any live job can
+be cancelled; the scheduler can fail a job it must reject.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from api.errors import IllegalTransition
+from api.models import Job, JobEvent, utcnow
+from gpujobs.resources import JobStatus
+
+S = JobStatus
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    S.PENDING: frozenset({S.SCHEDULED, S.FAILED, S.CANCELLED}),
+    S.SCHEDULED: frozenset({S.RUNNING, S.PENDING, S.PREEMPTED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTED, S.PENDING}),
+    S.PREEMPTED: frozenset({S.PENDING, S.CANCELLED, S.FAILED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def can_switch(current: JobStatus, to: JobStatus) -> bool:
+    return to in TRANSITIONS[current]
+
+
+def switch_status(
+    session: Session,
+    job: Job,
+    to: JobStatus,
+    *,
+    reason: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> bool:
+    """Move `job` to `to` and record the event in the caller's transaction.
+
+    Idempotent: switching to the status the job already has changes nothing and returns False.
+    An illegal change raises `IllegalTransition` and writes nothing.
+    """
+    current = JobStatus(job.status)
+    if current == to:
+        return False
+    if not can_switch(current, to):
+        raise IllegalTransition(f"job {job.id} cannot go from {current} to {to}")
+    now = utcnow()
+    job.status = to.value
+    job.status_reason = reason
+    job.updated_at = now
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            at=now,
+            from_status=current.value,
+            to_status=to.value,
+            reason=reason,
+            data=data or {},
+        )
+    )
+    return True
+
+
+def record_created(session: Session, job: Job, *, data: dict[str, Any] | None = None) -> None:
+    """The first event of every job: it appeared as PENDING."""
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            at=job.created_at,
+            from_status=None,
+            to_status=JobStatus.PENDING.value,
+            reason="submitted",
+            data=data or {},
+        )
+    )

@@ -1,0 +1,69 @@
+"""Every query about jobs, their attempts and events lives here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from api.models import Job, JobAttempt, JobEvent
+
+
+def get(session: Session, *, job_id: str, team_id: str | None) -> Job | None:
+    """A job visible to `team_id` (None = any team, for admins and the control loop)."""
+    query = select(Job).where(Job.id == job_id)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return session.scalars(query).first()
+
+
+def get_for_update(session: Session, *, job_id: str) -> Job | None:
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).first()
+
+
+def find_by_idempotency_key(session: Session, *, team_id: str, key: str) -> Job | None:
+    return session.scalars(
+        select(Job).where(Job.team_id == team_id, Job.idempotency_key == key)
+    ).first()
+
+
+def list_page(
+    session: Session,
+    *,
+    team_id: str | None,
+    statuses: Sequence[str],
+    before_id: str | None,
+    limit: int,
+) -> list[Job]:
+    """Newest first. Ids are time-ordered (UUIDv7), so `id < cursor` is a stable cursor."""
+    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    if statuses:
+        query = query.where(Job.status.in_(statuses))
+    if before_id is not None:
+        query = query.where(Job.id < before_id)
+    return list(session.scalars(query))
+
+
+def events(session: Session, *, job_id: str) -> list[JobEvent]:
+    return list(
+        session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id))
+    )
+
+
+def attempts(session: Session, *, job_id: str) -> list[JobAttempt]:
+    return list(
+        session.scalars(
+            select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
+        )
+    )
+
+
+def open_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
+    return session.scalars(
+        select(JobAttempt)
+        .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
+        .order_by(JobAttempt.number.desc())
+    ).first()

@@ -1,0 +1,183 @@
+"""Job use cases: keyword arguments in, rows out; the caller's unit of work commits."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from api.auth import Principal
+from api.errors import Conflict, InvalidRequest, NotFound
+from api.jobs import lifecycle, repository
+from api.models import Job, JobAttempt, JobEvent, utcnow
+from gpujobs.resources import FieldError, JobStatus, ProgressReport
+from gpujobs.spec import JobSpec
+
+# Admission control (budgets, feasibility) is a pluggable check so that `api` stays free of
+# placement details here; pricing installs it. It raises a DomainError to refuse a job.
+AdmissionCheck = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: Job
+    created: bool
+
+
+def _request_hash(spec: JobSpec) -> str:
+    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+
+
+def submit(
+    session: Session,
+    *,
+    principal: Principal,
+    spec: JobSpec,
+    idempotency_key: str | None,
+    admission: AdmissionCheck | None = None,
+) -> Submitted:
+    principal.require_team_token()
+    request_hash = _request_hash(spec)
+    if idempotency_key is not None:
+        existing = repository.find_by_idempotency_key(
+            session, team_id=principal.team_id, key=idempotency_key
+        )
+        if existing is not None:
+            return _replay(existing, request_hash)
+    now = utcnow()
+    if admission is not None:
+        admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+    job = Job(
+        team_id=principal.team_id,
+        name=spec.name,
+        status=JobStatus.PENDING.value,
+        spec=spec.model_dump(mode="json"),
+        priority=spec.priority,
+        deadline_at=spec.deadline_at(now),
+        created_at=now,
+        updated_at=now,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+    )
+    if idempotency_key is None:
+        session.add(job)
+        session.flush()
+    else:
+        # Two concurrent retries with one key: the unique constraint picks the winner.
+        try:
+            with session.begin_nested():
+                session.add(job)
+                session.flush()
+        except IntegrityError:
+            existing = repository.find_by_idempotency_key(
+                session, team_id=principal.team_id, key=idempotency_key
+            )
+            if existing is None:
+                raise
+            return _replay(existing, request_hash)
+    lifecycle.record_created(session, job)
+    return Submitted(job=job, created=True)
+
+
+def _replay(existing: Job, request_hash: str) -> Submitted:
+    if existing.request_hash != request_hash:
+        raise Conflict(
+            "this Idempotency-Key was already used for a different job spec",
+            fields=[FieldError(field="Idempotency-Key", reason="reused with a different body")],
+        )
+    return Submitted(job=existing, created=False)
+
+
+def get(session: Session, *, principal: Principal, job_id: str) -> Job:
+    job = repository.get(
+        session, job_id=job_id, team_id=None if principal.is_admin else principal.team_id
+    )
+    if job is None or (principal.job_id is not None and principal.job_id != job_id):
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def decode_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        value = base64.urlsafe_b64decode(cursor.encode() + b"==").decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        value = ""
+    if len(value) != 36:
+        raise InvalidRequest(
+            "invalid cursor", fields=[FieldError(field="cursor", reason="not a cursor we issued")]
+        )
+    return value
+
+
+def encode_cursor(job_id: str) -> str:
+    return base64.urlsafe_b64encode(job_id.encode()).decode().rstrip("=")
+
+
+def list_jobs(
+    session: Session,
+    *,
+    principal: Principal,
+    statuses: list[JobStatus],
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[Job], str | None]:
+    principal.require_team_token()
+    rows = repository.list_page(
+        session,
+        team_id=None if principal.is_admin else principal.team_id,
+        statuses=[s.value for s in statuses],
+        before_id=decode_cursor(cursor),
+        limit=limit + 1,
+    )
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def cancel(session: Session, *, principal: Principal, job_id: str) -> Job:
+    """Cancel now in the database; the reconciler stops any running attempt through its launcher."""
+    principal.require_team_token()
+    job = get(session, principal=principal, job_id=job_id)
+    status = JobStatus(job.status)
+    if status == JobStatus.CANCELLED:
+        return job
+    if status.terminal:
+        raise Conflict(f"job {job_id} already ended as {status}; nothing to cancel")
+    job.cancel_requested = True
+    lifecycle.switch_status(session, job, JobStatus.CANCELLED, reason="cancelled by user")
+    return job
+
+
+def events(session: Session, *, principal: Principal, job_id: str) -> list[JobEvent]:
+    get(session, principal=principal, job_id=job_id)
+    return repository.events(session, job_id=job_id)
+
+
+def attempts(session: Session, *, principal: Principal, job_id: str) -> list[JobAttempt]:
+    get(session, principal=principal, job_id=job_id)
+    return repository.attempts(session, job_id=job_id)
+
+
+def report_progress(
+    session: Session, *, principal: Principal, job_id: str, report: ProgressReport
+) -> Job:
+    """A trainer reports progress with its job-scoped token."""
+    if principal.job_id != job_id and not principal.is_admin:
+        raise NotFound(f"job {job_id} not found")
+    job = get(session, principal=principal, job_id=job_id)
+    if report.attempt_id is not None:
+        current = repository.open_attempt(session, job_id=job_id)
+        if current is None or current.id != report.attempt_id:
+            raise Conflict("progress from an attempt that is no longer current")
+    progress = report.model_dump(mode="json", exclude={"attempt_id"})
+    progress["updated_at"] = utcnow().isoformat()
+    job.progress = progress
+    if report.checkpoint_step is not None:
+        job.resume_from_step = max(job.resume_from_step or 0, report.checkpoint_step)
+    return job

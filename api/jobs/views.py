@@ -1,0 +1,65 @@
+"""Database rows -> the contract's resources."""
+
+from __future__ import annotations
+
+from api.models import Job, JobAttempt, JobEvent
+from gpujobs import resources as r
+from gpujobs.spec import JobSpec
+
+MICRO = 1_000_000
+
+
+def job(row: Job) -> r.Job:
+    return r.Job(
+        id=row.id,
+        team=row.team.name,
+        name=row.name,
+        status=r.JobStatus(row.status),
+        status_reason=row.status_reason,
+        spec=JobSpec.from_stored(row.spec),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        deadline_at=row.deadline_at,
+        restarts=row.restarts,
+        preemptions=row.preemptions,
+        attempts=row.attempts_count,
+        resume_from_step=row.resume_from_step,
+        progress=r.Progress.model_validate(row.progress) if row.progress else None,
+    )
+
+
+def attempt(row: JobAttempt) -> r.JobAttempt:
+    return r.JobAttempt(
+        id=row.id,
+        job_id=row.job_id,
+        number=row.number,
+        cloud=row.cloud,
+        region=row.region,
+        zone=row.zone,
+        instance_type=row.instance_type,
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        capacity_type=row.capacity_type,
+        nodes=row.nodes,
+        price_per_hour=row.price_per_hour,
+        reservation_id=row.reservation_id,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        end_reason=row.end_reason,
+        cost=None if row.cost_microusd is None else row.cost_microusd / MICRO,
+        resume_from_step=row.resume_from_step,
+        steps_lost=row.steps_lost,
+        created_at=row.created_at,
+    )
+
+
+def event(row: JobEvent) -> r.JobEvent:
+    return r.JobEvent(
+        id=row.id,
+        job_id=row.job_id,
+        at=row.at,
+        from_status=row.from_status,
+        to_status=row.to_status,
+        reason=row.reason,
+        data=row.data or {},
+    )

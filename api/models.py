@@ -1,0 +1,212 @@
+"""Database models. Money is stored in micro-dollars (integers) so ledgers add up exactly."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A UUIDv7: time-ordered, so ordering by id is ordering by creation (cursor pagination)."""
+    millis = time.time_ns() // 1_000_000
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= int.from_bytes(os.urandom(10), "big") & ((1 << 76) - 1)
+    value &= ~(0b11 << 62)
+    value |= 0b10 << 62
+    return str(uuid.UUID(int=value))
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on both SQLite (which drops tzinfo) and PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the database")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSON}
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiToken(Base):
+    """A bearer token, stored as its SHA-256 only. Job-scoped tokens belong to one job."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[str | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(12))
+    name: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
+        Index("ix_jobs_status_priority", "status", "priority"),
+        Index("ix_jobs_team_id_id", "team_id", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(63))
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    priority: Mapped[int] = mapped_column(Integer, default=50)
+    deadline_at: Mapped[datetime | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    attempts_count: Mapped[int] = mapped_column(Integer, default=0)
+    resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The scheduler's claim: whoever holds the token may write; a late run finds it changed.
+    lock_token: Mapped[str | None] = mapped_column(String(36), default=None)
+    lock_expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    not_before: Mapped[datetime | None] = mapped_column(default=None)
+
+    team: Mapped[Team] = relationship(lazy="joined")
+
+
+class JobAttempt(Base):
+    """One placement of a job. Closed attempts are the cost ledger and are never rewritten."""
+
+    __tablename__ = "job_attempts"
+    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_job_attempts_job_number"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    cloud: Mapped[str] = mapped_column(String(20))
+    region: Mapped[str] = mapped_column(String(40))
+    zone: Mapped[str] = mapped_column(String(40))
+    instance_type: Mapped[str] = mapped_column(String(60))
+    gpu_model: Mapped[str] = mapped_column(String(40))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    capacity_type: Mapped[str] = mapped_column(String(16))
+    nodes: Mapped[int] = mapped_column(Integer)
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    on_demand_price_per_hour: Mapped[float] = mapped_column(Float)
+    reservation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("reservations.id", ondelete="SET NULL"), default=None
+    )
+    checkpoint_every_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    launch_handle: Mapped[str | None] = mapped_column(String(255), default=None)
+    launched_at: Mapped[datetime | None] = mapped_column(default=None)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    ended_at: Mapped[datetime | None] = mapped_column(default=None)
+    end_reason: Mapped[str | None] = mapped_column(String(32), default=None)
+    exit_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    cost_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
+    end_step: Mapped[int | None] = mapped_column(Integer, default=None)
+    steps_lost: Mapped[int | None] = mapped_column(Integer, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Reservation(Base):
+    """Prepaid capacity: `count` instances of a type in a zone, paid whether used or not."""
+
+    __tablename__ = "reservations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    cloud: Mapped[str] = mapped_column(String(20))
+    region: Mapped[str] = mapped_column(String(40))
+    zone: Mapped[str] = mapped_column(String(40))
+    instance_type: Mapped[str] = mapped_column(String(60))
+    count: Mapped[int] = mapped_column(Integer)
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    starts_at: Mapped[datetime | None] = mapped_column(default=None)
+    ends_at: Mapped[datetime | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TeamBudget(Base):
+    __tablename__ = "team_budgets"
+
+    team_id: Mapped[str] = mapped_column(
+        ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True
+    )
+    monthly_microusd: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SpotObservation(Base):
+    """Spot hours run and preemptions seen per (zone, instance type): the preemption-rate data."""
+
+    __tablename__ = "spot_observations"
+
+    zone: Mapped[str] = mapped_column(String(40), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(60), primary_key=True)
+    spot_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    no_capacity_until: Mapped[datetime | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,0 +1,100 @@
+"""The operator's commands and the embedded default, run as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.auth import hash_token
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
+    env.update(
+        GPUJOBS_HOME=str(tmp_path / "home"),
+        GPUJOBS_CREDENTIALS_FILE=str(tmp_path / "credentials.json"),
+        **extra,
+    )
+    return env
+
+
+def test_create_team_prints_a_token_once_and_stores_only_its_hash(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "api.admin", "create-team", "research"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = run.stdout.strip()
+    assert token.startswith("gpj_") and len(token) > 30
+    database = (tmp_path / "home" / "gpujobs.db").read_bytes()
+    assert token.encode() not in database
+    assert hash_token(token).encode() in database
+    again = subprocess.run(
+        [sys.executable, "-m", "api.admin", "create-team", "research"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+
+
+@pytest.fixture
+def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
+    port = _free_port()
+    env = _env(tmp_path, GPUJOBS_PORT=str(port))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker.standalone"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(f"standalone did not start: {process.stdout.read() if process.stdout else ''}")
+    yield url, tmp_path / "credentials.json"
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def test_embedded_default_serves_the_api_with_the_printed_token(standalone) -> None:  # type: ignore[no-untyped-def]
+    url, credentials_file = standalone
+    credentials = json.loads(credentials_file.read_text())
+    assert credentials["url"] == url
+    assert oct(credentials_file.stat().st_mode & 0o777) == "0o600"
+    headers = {"Authorization": f"Bearer {credentials['token']}"}
+    body = {"name": "smoke", "trainer": {"steps": 10}, "capacity": {"types": ["on_demand"]}}
+    created = httpx.post(f"{url}/v1/jobs", json=body, headers=headers)
+    assert created.status_code == 201
+    job_id = created.json()["id"]
+    listed = httpx.get(f"{url}/v1/jobs", headers=headers).json()["items"]
+    assert [j["id"] for j in listed] == [job_id]
+    assert httpx.get(f"{url}/v1/jobs/{job_id}", headers=headers).json()["name"] == "smoke"
+    cancelled = httpx.post(f"{url}/v1/jobs/{job_id}/cancel", headers=headers)
+    assert cancelled.json()["status"] == "CANCELLED"

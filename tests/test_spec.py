@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from gpujobs.runtime import RunConfig
+from gpujobs.spec import CheckpointSpec, JobSpec
+
+
+def _errors(**body: object) -> set[str]:
+    with pytest.raises(ValidationError) as info:
+        JobSpec.model_validate(body)
+    return {".".join(str(p) for p in e["loc"]) for e in info.value.errors()}
+
+
+def test_minimal_spec_gets_defaults() -> None:
+    spec = JobSpec.model_validate({"name": "a", "trainer": {"steps": 5}})
+    assert spec.trainer.amp == "bf16"
+    assert spec.capacity.types == ["reserved", "spot", "on_demand"]
+    assert spec.trainer.checkpoint.auto
+    assert spec.deadline_at(datetime.now(UTC)) is None
+
+
+def test_checkpoint_auto_shorthand_and_exclusive_intervals() -> None:
+    assert CheckpointSpec.model_validate("auto").auto
+    assert not CheckpointSpec(every_steps=10).auto
+    with pytest.raises(ValidationError):
+        CheckpointSpec(every_steps=10, every_seconds=60)
+
+
+def test_constraints_name_their_fields() -> None:
+    assert "trainer" in _errors(name="a", trainer={"steps": 1, "epochs": 1})
+    assert "trainer.grad_accum_steps" in _errors(
+        name="a", trainer={"steps": 1, "grad_accum_steps": 0}
+    )
+    assert "capacity.types" in _errors(name="a", trainer={"steps": 1}, capacity={"types": []})
+    assert "capacity.types" in _errors(
+        name="a", trainer={"steps": 1}, capacity={"types": ["spot", "spot"]}
+    )
+    assert "resources.gpu_models" in _errors(
+        name="a", trainer={"steps": 1}, resources={"gpu_models": []}
+    )
+    assert "trainer.workload" in _errors(name="a", trainer={"steps": 1, "workload": "../evil"})
+    naive = (datetime.now() + timedelta(hours=1)).isoformat()
+    assert "deadline" in _errors(name="a", trainer={"steps": 1}, deadline=naive)
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    assert "" in _errors(name="a", trainer={"steps": 1}, deadline=later, deadline_hours=2)
+
+
+def test_stored_spec_with_a_passed_deadline_still_loads() -> None:
+    later = datetime.now(UTC) + timedelta(hours=1)
+    data = JobSpec(name="a", trainer={"steps": 1}, deadline=later).model_dump(mode="json")
+    data["deadline"] = (datetime.now(UTC) - timedelta(days=1)).isoformat()
+    with pytest.raises(ValidationError):
+        JobSpec.model_validate(data)
+    assert JobSpec.from_stored(data).deadline is not None
+
+
+def test_user_workloads_and_run_config_round_trip() -> None:
+    spec = JobSpec(name="a", trainer={"steps": 1, "workload": "my_pkg.models:build"})
+    config = RunConfig(trainer=spec.trainer, checkpoint_uri="s3://bucket/prefix")
+    assert RunConfig.model_validate_json(config.model_dump_json()) == config

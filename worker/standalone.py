@@ -1,0 +1,64 @@
+"""The embedded default: one process serves the API and runs the control loops, no broker.
+
+`make run` starts this. State lives under GPUJOBS_HOME (./.gpujobs): SQLite, checkpoints, logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from api.app import create_app
+from api.database import make_engine, make_session_factory, transaction
+from api.migrate import upgrade_to_head
+from api.settings import Settings
+from api.teams import service as teams
+
+log = logging.getLogger("gpujobs")
+
+
+def ensure_default_team(settings: Settings, factory) -> str | None:  # type: ignore[no-untyped-def]
+    """Create the default team on first start and write its token to the credentials file."""
+    with transaction(factory) as session:
+        if teams.get_by_name(session, name=settings.default_team) is not None:
+            return None
+        _, token = teams.create_team(session, name=settings.default_team, is_admin=True)
+    write_credentials(settings.credentials_file, url=settings.api_url(), token=token)
+    return token
+
+
+def write_credentials(path: Path, *, url: str, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"url": url, "token": token}, indent=2) + "\n")
+    os.chmod(path, 0o600)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = Settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings)
+    upgrade_to_head(engine)
+    factory = make_session_factory(engine)
+    created = ensure_default_team(settings, factory)
+    if created:
+        print(
+            f"created team '{settings.default_team}'; token written to {settings.credentials_file}"
+        )
+    else:
+        print(f"team '{settings.default_team}' exists; its token is in {settings.credentials_file}")
+    print(f"database: {settings.sqlalchemy_url()}")
+    print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
+    sys.stdout.flush()
+    app = create_app(settings, session_factory=factory)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
