@@ -1,0 +1,118 @@
+"""Expected cost and finish time of a job's remaining work on one option, with spot risk.
+
+Model (hours throughout). Running costs checkpoint overhead C per interval tau, so W hours of
+work need W * (1 + C / tau) hours of running. A spot job is preempted as a Poisson process with
+rate lambda per running hour (per node, times nodes for a gang); each preemption loses the work
+since the last checkpoint (tau / 2 on average, or just C when the trainer checkpoints on the
+notice), costs a restart delay d that is billed, and a wait of MTTA hours (unbilled) until spot is
+back. Expected running hours solve H = W (1 + C/tau) + lambda H (lost + d).
+Reserved capacity is prepaid: its marginal cost is 0, which is why it is used first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpujobs.spec import CapacityType
+
+MIN_CHECKPOINT_SECONDS = 60.0
+MAX_CHECKPOINT_SECONDS = 24 * 3600.0
+# Beyond this fraction of time lost to preemptions a spot option is treated as unusable.
+MAX_LOSS_FRACTION = 0.9
+
+
+def young_daly_interval(checkpoint_cost_seconds: float, preemption_rate_per_hour: float) -> float:
+    """Checkpoint interval (seconds) minimising expected overhead: sqrt(2 * C * MTBF).
+
+    Clamped to [1 min, 24 h]; no preemption risk gives the upper bound."""
+    if checkpoint_cost_seconds <= 0:
+        return MIN_CHECKPOINT_SECONDS
+    if preemption_rate_per_hour <= 0:
+        return MAX_CHECKPOINT_SECONDS
+    mtbf_seconds = 3600.0 / preemption_rate_per_hour
+    interval = math.sqrt(2.0 * checkpoint_cost_seconds * mtbf_seconds)
+    return min(MAX_CHECKPOINT_SECONDS, max(MIN_CHECKPOINT_SECONDS, interval))
+
+
+@dataclass(frozen=True, slots=True)
+class Risk:
+    """What a capacity option risks; zero rate for on-demand and reserved."""
+
+    preemption_rate: float = 0.0  # per running hour, whole job
+    mtta_hours: float = 0.0
+    restart_hours: float = 0.2
+    checkpoint_cost_hours: float = 30.0 / 3600.0
+    checkpoint_on_notice: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    expected_cost: float  # USD, marginal (0 on reserved capacity)
+    expected_hours: float  # wall-clock hours until done, from now
+    p_meet_deadline: float
+    checkpoint_every_seconds: float
+    running_hours: float  # billed hours
+
+
+def evaluate(
+    *,
+    work_hours: float,
+    price_per_hour: float,
+    capacity: CapacityType,
+    risk: Risk,
+    hours_to_deadline: float | None,
+    checkpoint_every_seconds: float | None = None,
+    already_running: bool = False,
+) -> Outcome:
+    """Expected cost, finish and P(deadline) of the remaining work on one option.
+
+    `price_per_hour` is the whole job's; `already_running` skips the first restart delay."""
+    rate = risk.preemption_rate if capacity == CapacityType.SPOT else 0.0
+    tau_s = checkpoint_every_seconds or young_daly_interval(
+        risk.checkpoint_cost_hours * 3600.0, rate
+    )
+    tau = tau_s / 3600.0
+    overhead = 1.0 + risk.checkpoint_cost_hours / tau
+    lost = risk.checkpoint_cost_hours if risk.checkpoint_on_notice else tau / 2.0
+    per_preemption = lost + risk.restart_hours
+    start = 0.0 if already_running else risk.restart_hours
+    base = work_hours * overhead
+    loss = rate * per_preemption
+    if loss >= MAX_LOSS_FRACTION:
+        return Outcome(math.inf, math.inf, 0.0, tau_s, math.inf)
+    running = start + base / (1.0 - loss)
+    preemptions = rate * running
+    expected_hours = running + preemptions * risk.mtta_hours
+    marginal = 0.0 if capacity == CapacityType.RESERVED else price_per_hour
+    p_meet = _p_meet(
+        base=start + base,
+        rate=rate,
+        per_preemption=per_preemption + risk.mtta_hours,
+        hours_to_deadline=hours_to_deadline,
+    )
+    return Outcome(running * marginal, expected_hours, p_meet, tau_s, running)
+
+
+def _p_meet(
+    *, base: float, rate: float, per_preemption: float, hours_to_deadline: float | None
+) -> float:
+    """P(finish by the deadline) with a Poisson number of preemptions over the base run."""
+    if hours_to_deadline is None:
+        return 1.0
+    if base > hours_to_deadline:
+        return 0.0
+    if rate <= 0 or per_preemption <= 0:
+        return 1.0
+    allowed = math.floor((hours_to_deadline - base) / per_preemption)
+    mean = rate * base
+    if allowed > mean + 12.0 * math.sqrt(mean) + 12.0:
+        return 1.0  # the Poisson tail beyond this is below 1e-12
+    # Poisson CDF up to `allowed`, summed in log space to stay finite for large means.
+    total = 0.0
+    log_term = -mean
+    for k in range(allowed + 1):
+        if k > 0:
+            log_term += math.log(mean) - math.log(k)
+        total += math.exp(log_term)
+    return min(1.0, total)

@@ -1,0 +1,36 @@
+"""An offer: one instance type in one zone, with its on-demand and spot prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpujobs.spec import CapacityType
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gb: float | None  # per GPU, GiB
+    vcpus: float | None
+    ram_gb: float | None
+    on_demand_price: float | None  # USD/hour for one node, None = not offered
+    spot_price: float | None
+    host_estimated: bool = False  # GCP: host VM price estimated and added (see build_catalog)
+
+    @property
+    def key(self) -> str:
+        """Stable identity; GCP instance types are shared by GPU models, so the GPUs are in it."""
+        return f"{self.cloud}:{self.zone}:{self.instance_type}:{self.gpu_model}x{self.gpu_count}"
+
+    def price(self, capacity: CapacityType) -> float | None:
+        """Price per node-hour on a capacity type; reserved capacity is priced by its pool."""
+        if capacity == CapacityType.SPOT:
+            return self.spot_price
+        if capacity == CapacityType.ON_DEMAND:
+            return self.on_demand_price
+        return None

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+from benchmarks.spot_policy import (
+    IDLE,
+    ON_DEMAND,
+    SPOT,
+    OursPolicy,
+    Setting,
+    Trace,
+    greedy_policy,
+    omniscient_costs,
+    omniscient_plan,
+    on_demand_policy,
+    replay,
+    simulate,
+    uniform_progress_policy,
+)
+
+
+def setting(work: int, deadline: int, d: int) -> Setting:
+    # spot 1 $/tick, on-demand 3 $/tick: costs can be checked by counting ticks
+    return Setting(work, deadline, d, 1.0, 3.0, 1.0)
+
+
+def scripted(actions: list[str]):  # noqa: ANN202
+    plan = iter(actions)
+    return lambda v: next(plan)
+
+
+def test_rules_by_hand() -> None:
+    trace = np.array([1, 1, 1, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
+    s = setting(work=4, deadline=10, d=1)
+    # t0 spot (changeover), t1 spot (+1), t2 spot (+1), t3 preempted -> on-demand (changeover),
+    # t4 on-demand (+1), t5 on-demand (+1) -> done at 6 ticks.
+    r = simulate(trace, 0, s, scripted([SPOT, SPOT, SPOT, ON_DEMAND, ON_DEMAND, ON_DEMAND]))
+    assert r.actions == [SPOT, SPOT, SPOT, ON_DEMAND, ON_DEMAND, ON_DEMAND]
+    assert (r.spot_ticks, r.od_ticks, r.finish_tick, r.met_deadline) == (3, 3, 6, True)
+    assert r.cost == pytest.approx(3 * 1.0 + 3 * 3.0)
+    # idling is free and resets the instance: spot again pays a new changeover
+    r = simulate(trace, 0, s, scripted([SPOT, SPOT, IDLE, IDLE, IDLE, SPOT, SPOT, SPOT, SPOT]))
+    assert r.cost == pytest.approx(6.0) and r.finish_tick == 9 and r.met_deadline
+
+
+def test_picking_unavailable_spot_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        simulate(np.zeros(5, dtype=bool), 0, setting(2, 5, 1), lambda v: SPOT)
+
+
+def test_setting_rounds_work_and_deadline_down_changeover_up() -> None:
+    trace = Trace("t", 300.0, np.ones(10, dtype=bool))
+    s = Setting.from_hours(trace, work_hours=1.2, deadline_hours=2.45, changeover_hours=0.2)
+    assert (s.work, s.deadline, s.changeover) == (14, 29, 3)
+
+
+def test_on_demand_cost_and_omniscient_plan_matches_its_cost() -> None:
+    trace = np.array([0, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1] * 3, dtype=bool)
+    s = setting(8, 14, 2)
+    assert simulate(trace, 0, s, on_demand_policy).cost == pytest.approx(10 * 3.0)
+    cost, actions = omniscient_plan(trace, 0, s)
+    assert cost == pytest.approx(omniscient_costs(trace, [0], s)[0])
+    assert replay(trace, 0, s, actions).cost == pytest.approx(cost)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_omniscient_is_a_lower_bound_and_no_policy_misses(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # blocky availability like the real traces
+    trace = np.repeat(rng.random(40) < 0.55, rng.integers(1, 8, 40)).astype(bool)
+    trace = np.concatenate([trace, np.zeros(40, dtype=bool)])
+    name = "us-east-1a_v100_1"
+    for work, deadline, d in ((10, 20, 2), (14, 18, 1), (6, 30, 3)):
+        s = setting(work, deadline, d)
+        starts = [0, 5, 11]
+        best = omniscient_costs(trace, starts, s)
+        for i, start in enumerate(starts):
+            for policy in (
+                on_demand_policy,
+                greedy_policy,
+                uniform_progress_policy,
+                OursPolicy(name, s),
+            ):
+                if isinstance(policy, OursPolicy):
+                    policy = OursPolicy(name, s)  # one adapter per run
+                r = simulate(trace, start, s, policy)
+                assert r.met_deadline, (policy, start, work, deadline, d)
+                assert best[i] <= r.cost + 1e-9

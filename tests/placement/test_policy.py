@@ -1,0 +1,233 @@
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.placement import (
+    Defer,
+    JobState,
+    Migrate,
+    Place,
+    Placement,
+    Reject,
+    Reservation,
+    Snapshot,
+    decide,
+    estimate,
+)
+from api.pricing.catalog import default_catalog
+from api.pricing.offers import Offer
+from api.pricing.preemption import default_priors
+from gpujobs.spec import CapacityType, JobSpec
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def offer(zone: str, od: float | None, spot: float | None, it: str = "p3.2xlarge") -> Offer:
+    return Offer("aws", zone[:-1], zone, it, "V100", 1, 16.0, 8, 61, od, spot)
+
+
+OFFERS = (
+    offer("us-east-1a", 3.06, 0.97),
+    offer("us-east-1b", 3.06, 0.80),
+    offer("us-west-2a", 3.50, 1.10),
+    offer("us-west-2b", 2.90, None),
+)
+
+
+def job(
+    i: int,
+    *,
+    hours: float = 10.0,
+    deadline: float | None = 30.0,
+    types: list[str] | None = None,
+    priority: int = 50,
+    max_price: float | None = None,
+    regions: list[str] | None = None,
+    team: str = "t",
+    on_budget: str = "reject",
+    nodes: int = 1,
+) -> JobState:
+    spec = JobSpec.model_validate(
+        {
+            "name": f"j{i}",
+            "trainer": {"steps": 10},
+            "resources": {"gpu_models": ["V100"], "regions": regions, "nodes": nodes},
+            "capacity": {
+                "types": types or ["reserved", "spot", "on_demand"],
+                "max_price_per_hour": max_price,
+                "on_budget_exceeded": on_budget,
+            },
+            "estimated_hours": hours,
+            "deadline_hours": deadline,
+            "priority": priority,
+        }
+    )
+    return JobState(f"j{i}", team, spec, NOW, spec.deadline_at(NOW), hours)
+
+
+def snap(jobs: list[JobState], **kw: object) -> Snapshot:
+    return Snapshot(now=NOW, jobs=jobs, offers=OFFERS, priors=default_priors(), **kw)  # type: ignore[arg-type]
+
+
+def test_reserved_first_and_never_double_booked() -> None:
+    pool = Reservation("r1", "p3.2xlarge", "us-east-1a", count=3, in_use=1, price_per_hour=2.0)
+    out = decide(snap([job(i) for i in range(5)], reservations=[pool]))
+    reserved = [d for d in out if isinstance(d, Place) and d.reservation_id == "r1"]
+    assert len(reserved) == 2  # two free slots, five jobs
+    assert all(d.expected_cost == 0.0 and d.capacity_type == "reserved" for d in reserved)
+
+
+def test_priorities_win_scarce_reservations() -> None:
+    pool = Reservation("r1", "p3.2xlarge", "us-east-1a", count=1, in_use=0, price_per_hour=2.0)
+    jobs = [job(1, priority=10), job(2, priority=90), job(3, priority=50)]
+    out = {d.job_id: d for d in decide(snap(jobs, reservations=[pool]))}
+    assert isinstance(out["j2"], Place) and out["j2"].reservation_id == "r1"
+    assert all(not (isinstance(d, Place) and d.reservation_id) for k, d in out.items() if k != "j2")
+
+
+def test_zone_is_chosen_by_expected_cost_and_ample_slack_rides_spot() -> None:
+    (d,) = decide(snap([job(1, hours=10, deadline=40)]))
+    assert isinstance(d, Place) and d.capacity_type == "spot" and d.offer.zone == "us-east-1b"
+    assert d.checkpoint_every_seconds is not None and d.checkpoint_every_seconds > 0
+
+
+def test_no_slack_goes_on_demand_even_when_spot_is_cheaper() -> None:
+    (d,) = decide(snap([job(1, hours=10, deadline=10.3)]))
+    assert isinstance(d, Place) and d.capacity_type == "on_demand"
+    assert d.offer.zone == "us-west-2b"  # cheapest on-demand
+
+
+def test_spot_unavailable_with_slack_waits() -> None:
+    unavailable = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+    (d,) = decide(snap([job(1, hours=10, deadline=40)], unavailable=unavailable))
+    assert isinstance(d, Defer)
+
+
+def test_running_on_demand_moves_back_to_spot_when_slack_returns() -> None:
+    base = job(1, hours=10, deadline=40)
+    od = next(o for o in OFFERS if o.zone == "us-west-2b")
+    running = JobState(
+        base.id,
+        base.team,
+        base.spec,
+        NOW,
+        base.deadline_at,
+        5.0,
+        state="running",
+        placement=Placement(od.key, CapacityType.ON_DEMAND, NOW - timedelta(hours=1)),
+    )
+    (d,) = decide(snap([running]))
+    assert isinstance(d, Migrate) and d.to.capacity_type == "spot"
+
+
+def test_budget_rejects_or_defers() -> None:
+    jobs = [job(1, types=["on_demand"]), job(2, types=["on_demand"], on_budget="defer")]
+    out = {d.job_id: d for d in decide(snap(jobs, budgets={"t": 5.0}))}
+    assert isinstance(out["j1"], Reject) and "budget" in out["j1"].reason
+    assert isinstance(out["j2"], Defer)
+
+
+def test_price_cap_below_every_offer_is_rejected() -> None:
+    (d,) = decide(snap([job(1, max_price=0.5)]))
+    assert isinstance(d, Reject) and "max_price_per_hour" in d.reason
+
+
+def test_no_matching_offer_is_rejected() -> None:
+    spec = job(1).spec.model_copy(deep=True)
+    spec.resources.gpu_models = ["H100"]
+    j = JobState("x", "t", spec, NOW, None, 1.0)
+    (d,) = decide(snap([j]))
+    assert isinstance(d, Reject)
+
+
+job_params = st.fixed_dictionaries(
+    {
+        "hours": st.floats(0.5, 30),
+        "slack": st.floats(0.0, 2.0),
+        "types": st.sampled_from(
+            [["spot"], ["on_demand"], ["spot", "on_demand"], ["reserved", "spot", "on_demand"]]
+        ),
+        "priority": st.integers(0, 100),
+        "max_price": st.sampled_from([None, 1.0, 3.0, 7.0]),
+        "regions": st.sampled_from([None, ["us-east-1"], ["us-west-2"]]),
+        "team": st.sampled_from(["a", "b", "c"]),
+        "nodes": st.sampled_from([1, 1, 2]),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    params=st.lists(job_params, min_size=1, max_size=12),
+    free=st.integers(0, 3),
+    budget=st.sampled_from([None, 10.0, 100.0]),
+    spot_down=st.booleans(),
+)
+def test_invariants_over_random_snapshots(
+    params: list[dict], free: int, budget: float | None, spot_down: bool
+) -> None:
+    jobs = []
+    for i, raw in enumerate(params):
+        p = dict(raw)
+        h = p.pop("hours")
+        jobs.append(job(i, hours=h, deadline=h * (1 + p.pop("slack")) + 0.25, **p))
+    pool = Reservation("r", "p3.2xlarge", "us-east-1a", count=3, in_use=3 - free, price_per_hour=1)
+    unavailable = (
+        frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+        if spot_down
+        else frozenset()
+    )
+    budgets = {"a": budget, "b": budget, "c": budget}
+    out = decide(snap(jobs, reservations=[pool], budgets=budgets, unavailable=unavailable))
+    by_id = {j.id: j for j in jobs}
+    assert len({d.job_id for d in out}) == len(out)
+    assert {d.job_id for d in out} == set(by_id)  # every pending job hears back
+    spent: dict[str, float] = {}
+    slots = 0
+    for d in out:
+        if not isinstance(d, Place):
+            continue
+        spec = by_id[d.job_id].spec
+        assert d.capacity_type in spec.capacity.types
+        assert spec.resources.regions is None or d.offer.region in spec.resources.regions
+        if d.capacity_type != "reserved":
+            cap = spec.capacity.max_price_per_hour
+            assert cap is None or d.price_per_hour <= cap + 1e-9
+            assert (d.offer.zone, d.offer.instance_type, d.capacity_type) not in unavailable
+        else:
+            slots += spec.resources.nodes
+        spent[by_id[d.job_id].team] = spent.get(by_id[d.job_id].team, 0.0) + d.expected_cost
+        # meetable on on-demand -> placed so that it is still met
+        j = by_id[d.job_id]
+        hours_left = (j.deadline_at - NOW).total_seconds() / 3600
+        if hours_left >= j.remaining_hours + 0.2 and d.capacity_type == "on_demand":
+            assert d.p_meet_deadline == 1.0
+    assert slots <= free
+    if budget is not None:
+        assert all(v <= budget + 1e-6 for v in spent.values())
+    # reserved is free at the margin: a free slot is used whenever an eligible job wants one
+    eligible = [
+        j
+        for j in jobs
+        if "reserved" in j.spec.capacity.types
+        and j.spec.resources.regions in (None, ["us-east-1"])
+        and j.spec.resources.nodes <= free
+    ]
+    if eligible:
+        assert slots > 0
+
+
+def test_estimate_ranks_likely_and_cheap_first() -> None:
+    spec = job(1, hours=10, deadline=40).spec
+    plans = estimate(spec, default_catalog(), default_priors(), NOW, limit=50)
+    assert plans
+    likely = [p for p in plans if p.p_meet_deadline >= 0.9]
+    assert plans[: len(likely)] == likely
+    costs = [p.expected_cost for p in likely]
+    assert costs == sorted(costs)
+    assert all(p.offer.gpu_model == "V100" for p in plans)
+    assert {p.capacity_type for p in plans} <= {CapacityType.SPOT, CapacityType.ON_DEMAND}
+    pool = Reservation("r", plans[0].offer.instance_type, plans[0].offer.zone, 2, 0, 3.0)
+    with_pool = estimate(spec, default_catalog(), default_priors(), NOW, reservations=[pool])
+    assert with_pool[0].capacity_type == "reserved" and with_pool[0].expected_cost == 0.0
