@@ -1,0 +1,416 @@
+"""The Kubernetes launcher against kmock's API emulator, over HTTP with the official client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import kmock
+import kubernetes_validate
+import pytest
+from kubernetes.client.rest import ApiException
+
+from worker.launchers.base import LaunchRequest, ObservedState
+
+if TYPE_CHECKING:
+    from conftest import Cluster
+
+NS = "gpujobs-test"
+RequestFactory = Callable[..., LaunchRequest]
+
+
+def job_of(handle: str) -> str:
+    return handle.split("/")[1]
+
+
+def exists(read: Callable[[str, str], object], name: str) -> bool:
+    try:
+        read(name, NS)
+    except ApiException as exc:
+        assert exc.status == 404
+        return False
+    return True
+
+
+# -- launch ------------------------------------------------------------------------------------
+
+
+def test_launch_creates_job_service_and_secret(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    handle = cluster.launcher().launch(make_request(nodes=2, gpus_per_node=4))
+
+    name = job_of(handle)
+    assert handle == f"{NS}/{name}"
+    job = cluster.batch.read_namespaced_job(name, NS)
+    assert job.metadata.labels["gpujobs.dev/attempt-id"] == "att-7f3a-1"
+    assert job.metadata.labels["gpujobs.dev/job-id"] == "job-7f3a"
+    assert job.metadata.labels["gpujobs.dev/team"] == "research"
+    assert job.metadata.labels["app.kubernetes.io/managed-by"] == "gpujobs"
+    assert job.spec.completions == job.spec.parallelism == 2
+    container = job.spec.template.spec.containers[0]
+    assert container.resources.limits == {"nvidia.com/gpu": "4"}
+    service = cluster.core.read_namespaced_service(name, NS)
+    assert service.spec.cluster_ip == "None"
+    assert service.spec.selector.items() <= job.spec.template.metadata.labels.items()
+    secret = cluster.core.read_namespaced_secret(f"gpujobs-token-{name}", NS)
+    # Both die with the Job: owned through its uid.
+    for owned in (service, secret):
+        (owner,) = owned.metadata.owner_references
+        assert (owner.kind, owner.name, owner.uid) == ("Job", name, job.metadata.uid)
+    # What ends up stored, owner references included, is valid for the API.
+    for stored in (job, service, secret):
+        kubernetes_validate.validate(
+            cluster.api.sanitize_for_serialization(stored), "1.33.0", strict=True
+        )
+
+
+def test_single_node_launch_has_no_service(cluster: Cluster, make_request: RequestFactory) -> None:
+    handle = cluster.launcher().launch(make_request(nodes=1))
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+    assert not exists(cluster.core.read_namespaced_service, job_of(handle))
+
+
+def test_launch_twice_returns_the_same_handle(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    first = launcher.launch(make_request(nodes=2))
+    # Another process retrying the same attempt, e.g. after a crash between launch and commit.
+    second = cluster.launcher().launch(make_request(nodes=2))
+
+    assert first == second
+    jobs = cluster.batch.list_namespaced_job(NS).items
+    assert [j.metadata.name for j in jobs] == [job_of(first)]
+    assert len(cluster.core.list_namespaced_service(NS).items) == 1
+    assert len(cluster.core.list_namespaced_secret(NS).items) == 1
+
+
+def test_different_attempts_get_different_jobs(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    first = launcher.launch(make_request(attempt_id="att-1", attempt_number=1))
+    second = launcher.launch(make_request(attempt_id="att-2", attempt_number=2))
+    assert first != second
+    assert len(cluster.batch.list_namespaced_job(NS).items) == 2
+
+
+def test_launch_refuses_a_job_of_another_attempt(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(attempt_id="att-1"))
+    cluster.batch.patch_namespaced_job(
+        job_of(handle), NS, {"metadata": {"labels": {"gpujobs.dev/attempt-id": "att-other"}}}
+    )
+    with pytest.raises(RuntimeError, match="another attempt"):
+        launcher.launch(make_request(attempt_id="att-1"))
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+def test_status_follows_pods_from_pending_to_success(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    assert launcher.status(handle).state is ObservedState.PENDING
+
+    pods = cluster.start_pods(handle)
+    assert launcher.status(handle).state is ObservedState.PENDING
+    cluster.set_pod_status(pods[0], cluster.running())
+    # One rank up is not training yet.
+    assert launcher.status(handle).state is ObservedState.PENDING
+    cluster.set_pod_status(pods[1], cluster.running())
+    assert launcher.status(handle).state is ObservedState.RUNNING
+
+    for pod in pods:
+        cluster.set_pod_status(pod, cluster.terminated(0, reason="Completed"))
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.SUCCEEDED, 0)
+
+
+def test_complete_condition_means_succeeded(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    cluster.set_job_conditions(handle, cluster.condition("Complete", "True", "CompletionsReached"))
+    assert launcher.status(handle).state is ObservedState.SUCCEEDED
+
+
+def test_failure_reports_the_exit_code(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.terminated(137, reason="OOMKilled"))
+    cluster.set_job_conditions(
+        handle,
+        cluster.condition(
+            "Failed", "True", "BackoffLimitExceeded", message="Job has reached the backoff limit"
+        ),
+    )
+
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.FAILED, 137)
+    assert observation.message is not None
+    assert "OOMKilled" in observation.message and "BackoffLimitExceeded" in observation.message
+
+
+def test_failed_pod_is_a_failure_before_the_job_says_so(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.terminated(1))
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.FAILED, 1)
+
+
+@pytest.mark.parametrize("exit_code", [75, 76])
+def test_exit_after_the_notice_is_a_preemption(
+    cluster: Cluster, make_request: RequestFactory, exit_code: int
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.terminated(exit_code))
+    message = (
+        f"Container trainer for pod {NS}/{pod} failed with exit code {exit_code} "
+        "matching FailJob rule at index 0"
+    )
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, exit_code)
+
+
+def test_disruption_is_running_until_the_pod_stops_then_preempted(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.running())
+    disruption = cluster.condition(
+        "DisruptionTarget",
+        "True",
+        "EvictionByEvictionAPI",
+        message="Eviction API: evicting (Karpenter: spot interruption)",
+    )
+    # The notice: SIGTERM sent, the trainer is writing its checkpoint.
+    cluster.set_pod_status(pod, {"conditions": [{"type": "Ready", "status": "True"}, disruption]})
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.RUNNING
+    assert observation.message is not None and "disrupted" in observation.message
+
+    cluster.set_pod_status(pod, cluster.terminated(143))
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, 143)
+    assert observation.message is not None and "EvictionByEvictionAPI" in observation.message
+
+
+def test_ranks_stopped_after_a_crash_do_not_make_it_a_preemption(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    rank0, rank1 = cluster.start_pods(handle)
+    # Rank 1 crashes; the Job controller then stops rank 0, which checkpoints and exits 75.
+    cluster.set_pod_status(rank1, cluster.terminated(1, ago_s=30))
+    cluster.set_pod_status(rank0, cluster.terminated(75, ago_s=5))
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.FAILED, 1)
+
+    cluster.set_job_conditions(
+        handle,
+        cluster.condition(
+            "Failed", "True", "BackoffLimitExceeded", message="Job has reached the backoff limit"
+        ),
+    )
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.FAILED, 1)
+    assert observation.message is not None and rank1 in observation.message
+
+
+def test_ranks_crashing_because_a_node_vanished_is_a_preemption(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    rank0, rank1 = cluster.start_pods(handle)
+    # Rank 0's spot node disappears without notice; rank 1 dies on an NCCL timeout first.
+    cluster.set_pod_status(rank0, {"phase": "Unknown", "reason": "NodeLost"})
+    cluster.set_pod_status(rank1, cluster.terminated(1))
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "BackoffLimitExceeded", message="backoff")
+    )
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PREEMPTED
+    assert observation.message is not None and rank0 in observation.message
+
+
+def test_job_failed_by_the_disruption_rule_is_preempted_even_without_pods(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    message = f"Pod {NS}/x-0-abcde has condition DisruptionTarget matching FailJob rule at index 1"
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+    assert launcher.status(handle).state is ObservedState.PREEMPTED
+
+
+def test_evicted_pod_is_preempted(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(
+        pod, {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
+    )
+    assert launcher.status(handle).state is ObservedState.PREEMPTED
+
+
+def test_pod_on_an_unreachable_node_is_preempted(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, {"phase": "Unknown", "reason": "NodeLost"})
+    assert launcher.status(handle).state is ObservedState.PREEMPTED
+
+
+def test_pod_on_a_deleted_node_is_preempted(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "spot-1"}})
+    cluster.bind_pod(pod, "spot-1")
+    not_ready = cluster.running()
+    not_ready["conditions"] = [{"type": "Ready", "status": "False"}]
+    cluster.set_pod_status(pod, not_ready)
+    # Not ready on a node that still exists: a hiccup, not a preemption.
+    assert launcher.status(handle).state is ObservedState.RUNNING
+
+    cluster.core.delete_node("spot-1")  # the cloud reclaimed the instance
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PREEMPTED
+    assert observation.message is not None and "spot-1" in observation.message
+
+
+def test_unschedulable_beyond_the_timeout_is_no_capacity(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher(unschedulable_timeout_s=600)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    message = "0/12 nodes are available: 12 node(s) didn't match Pod's node affinity/selector."
+
+    def unschedulable_for(seconds: float) -> None:
+        scheduled = cluster.condition(
+            "PodScheduled", "False", "Unschedulable", ago_s=seconds, message=message
+        )
+        cluster.set_pod_status(pod, {"phase": "Pending", "conditions": [scheduled]})
+
+    unschedulable_for(60)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PENDING
+    assert observation.message is not None and "didn't match" in observation.message
+
+    unschedulable_for(601)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.NO_CAPACITY
+    assert observation.message is not None and "didn't match" in observation.message
+
+
+def test_job_waiting_for_kueue_too_long_is_no_capacity(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    handle = cluster.launcher(kueue_queue="gpu").launch(make_request())
+    assert cluster.launcher(kueue_queue="gpu").status(handle).state is ObservedState.PENDING
+
+    later = datetime.now(UTC) + timedelta(seconds=601)
+    launcher = cluster.launcher(kueue_queue="gpu", clock=lambda: later)
+    assert launcher.status(handle).state is ObservedState.NO_CAPACITY
+
+
+def test_missing_job_is_lost(cluster: Cluster) -> None:
+    launcher = cluster.launcher()
+    assert launcher.status(f"{NS}/gj-never-launched").state is ObservedState.LOST
+    with pytest.raises(ValueError):
+        launcher.status("not-a-handle")
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+
+def test_cancel_deletes_the_attempt(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    name = job_of(handle)
+
+    launcher.cancel(handle)
+
+    assert not exists(cluster.batch.read_namespaced_job, name)
+    assert not exists(cluster.core.read_namespaced_service, name)
+    assert not exists(cluster.core.read_namespaced_secret, f"gpujobs-token-{name}")
+    (delete_job,) = [r for r in cluster.requests("DELETE") if "/jobs/" in r.url.path]
+    assert delete_job.data["propagationPolicy"] == "Foreground"
+    assert launcher.status(handle).state is ObservedState.LOST
+    launcher.cancel(handle)  # idempotent
+
+
+def test_job_being_deleted_reads_cancelled(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    # What foreground deletion looks like: the Job stays, marked, until its pods are gone.
+    cluster.batch.patch_namespaced_job(
+        job_of(handle), NS, {"metadata": {"finalizers": ["foregroundDeletion"]}}
+    )
+    launcher.cancel(handle)
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+    assert launcher.status(handle).state is ObservedState.CANCELLED
+
+
+# -- logs --------------------------------------------------------------------------------------
+
+
+def test_logs_read_rank_zero(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    assert list(launcher.logs(handle)) == []  # no pods yet
+    pods = cluster.start_pods(handle)
+    cluster.emulator["get", kmock.subresource("log")] << b"step 1 loss 2.1\nstep 2 loss 1.9\n"
+
+    assert list(launcher.logs(handle)) == ["step 1 loss 2.1", "step 2 loss 1.9"]
+    (log_request,) = [r for r in cluster.requests("GET") if r.url.path.endswith("/log")]
+    assert log_request.url.path == f"/api/v1/namespaces/{NS}/pods/{pods[0]}/log"
+    assert log_request.params["container"] == "trainer"
+
+
+def test_logs_follow_streams_lines(cluster: Cluster, make_request: RequestFactory) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    cluster.start_pods(handle)
+    cluster.emulator["get", kmock.subresource("log")] << (b"step 1\n", b"step 2\n", b"done\n")
+
+    assert list(launcher.logs(handle, follow=True)) == ["step 1", "step 2", "done"]
+    (log_request,) = [r for r in cluster.requests("GET") if r.url.path.endswith("/log")]
+    assert log_request.params["follow"].lower() == "true"
+
+
+def test_logs_of_a_container_not_started_yet_are_empty(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    cluster.start_pods(handle)
+    waiting = {"kind": "Status", "code": 400, "message": "container is waiting to start"}
+    cluster.emulator["get", kmock.subresource("log")] << 400 << waiting
+    assert list(launcher.logs(handle)) == []

@@ -1,0 +1,266 @@
+"""The Kubernetes launcher: one batch/v1 Job per attempt, handles are `namespace/job-name`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from worker.launchers.base import LaunchRequest, Observation
+from worker.launchers.kubernetes.config import KubernetesLauncherConfig
+from worker.launchers.kubernetes.manifests import (
+    ATTEMPT_ID_LABEL,
+    ATTEMPT_NAME_LABEL,
+    CONTAINER_NAME,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    build_manifests,
+    label_value,
+    owner_reference,
+    secret_name,
+)
+from worker.launchers.kubernetes.observe import observe, rank_order
+from worker.launchers.kubernetes.watch import AttemptWatcher
+
+if TYPE_CHECKING:
+    from api.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def load_api_client() -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the local kubeconfig."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def make_handle(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def parse_handle(handle: str) -> tuple[str, str]:
+    namespace, sep, name = handle.partition("/")
+    if not (sep and namespace and name):
+        raise ValueError(f"not a Kubernetes attempt handle: {handle!r}")
+    return namespace, name
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _is(exc: ApiException, status: int) -> bool:
+    return exc.status == status
+
+
+class KubernetesLauncher:
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        launcher_config: KubernetesLauncherConfig,
+        *,
+        api_client: client.ApiClient | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.config = launcher_config
+        self._api = api_client if api_client is not None else load_api_client()
+        self._batch = client.BatchV1Api(self._api)
+        self._core = client.CoreV1Api(self._api)
+        self._clock = clock
+        self._watcher = AttemptWatcher(
+            batch=self._batch,
+            core=self._core,
+            namespace=launcher_config.namespace,
+            observe=self._observe,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        api_client: client.ApiClient | None = None,
+        **overrides: Any,
+    ) -> KubernetesLauncher:
+        launcher_config = KubernetesLauncherConfig.from_settings(settings, **overrides)
+        return cls(launcher_config, api_client=api_client)
+
+    # -- Launcher protocol -------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> str:
+        manifests = build_manifests(request, self.config)
+        namespace = self.config.namespace
+        # The Secret comes first so the pod never starts without its token.
+        self._create(self._core.create_namespaced_secret, namespace, manifests.secret)
+        if manifests.service is not None:
+            self._create(self._core.create_namespaced_service, namespace, manifests.service)
+        job = self._create(self._batch.create_namespaced_job, namespace, manifests.job)
+        if job is None:
+            job = self._batch.read_namespaced_job(manifests.job.metadata.name, namespace)
+            labels = job.metadata.labels or {}
+            if labels.get(ATTEMPT_ID_LABEL) != label_value(request.attempt_id):
+                raise RuntimeError(
+                    f"Job {namespace}/{job.metadata.name} exists for another attempt "
+                    f"({labels.get(ATTEMPT_ID_LABEL)!r}), not {request.attempt_id!r}"
+                )
+        self._adopt(
+            job,
+            secret_name=manifests.secret.metadata.name,
+            has_service=manifests.service is not None,
+        )
+        return make_handle(namespace, job.metadata.name)
+
+    def status(self, handle: str) -> Observation:
+        namespace, name = parse_handle(handle)
+        job = self._read_job(namespace, name)
+        pods = self._pods(namespace, name) if job is not None else []
+        return self._observe(job, pods, gone_nodes=self._gone_nodes(pods))
+
+    def cancel(self, handle: str) -> None:
+        """Delete the Job; its pods get SIGTERM and the grace period to checkpoint."""
+        namespace, name = parse_handle(handle)
+        # Foreground keeps the Job visible (status: cancelled) until its pods are gone.
+        options = client.V1DeleteOptions(propagation_policy="Foreground")
+        self._delete(self._batch.delete_namespaced_job, name, namespace, body=options)
+        # Owner references collect these too; deleting them here also covers a launch that
+        # stopped before adopting them.
+        self._delete(self._core.delete_namespaced_service, name, namespace)
+        self._delete(self._core.delete_namespaced_secret, secret_name(self.config, name), namespace)
+
+    def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]:
+        """Rank 0's log (best effort: nothing while the pod has not started)."""
+        namespace, name = parse_handle(handle)
+        pods = self._pods(namespace, name)
+        if not pods:
+            return
+        pod = min(pods, key=rank_order)
+        # Raw response, decoded here: kubernetes 36 returns the repr of the bytes for text
+        # responses and its Watch sends `watch=True` instead of `follow=True` to the log
+        # endpoint (kubernetes-client/python#2596).
+        try:
+            response = self._core.read_namespaced_pod_log(
+                pod.metadata.name,
+                namespace,
+                container=CONTAINER_NAME,
+                follow=follow,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            # 400: the container has not started yet; 404: the pod went away.
+            if exc.status in (400, 404):
+                return
+            raise
+        try:
+            yield from iter_resp_lines(response)
+        finally:
+            # Closed, not returned to the pool: a follow stream stopped early still has data.
+            response.close()
+            response.release_conn()
+
+    # -- Reconciler helpers ------------------------------------------------------------------
+
+    def watch_attempts(self, timeout_s: float = 30.0) -> Iterator[tuple[str, Observation]]:
+        """(handle, observation) whenever an attempt's Job or pods change, for `timeout_s`.
+
+        Call it in a loop from one thread: each call resumes from the resourceVersion the
+        previous one reached. Only changes are reported; timeouts (no capacity) still need
+        `status()`, since nothing changes in the cluster when a pod stays unschedulable.
+        """
+        return self._watcher.events(timeout_s)
+
+    # -- Internals ---------------------------------------------------------------------------
+
+    def _observe(
+        self,
+        job: client.V1Job | None,
+        pods: list[client.V1Pod],
+        gone_nodes: frozenset[str] = frozenset(),
+    ) -> Observation:
+        return observe(
+            job,
+            pods,
+            now=self._clock(),
+            unschedulable_timeout_s=self.config.unschedulable_timeout_s,
+            gone_nodes=gone_nodes,
+        )
+
+    def _create(self, create: Callable[..., Any], namespace: str, body: Any) -> Any:
+        """The created object, or None when it already existed (a retried launch)."""
+        try:
+            return create(namespace, body)
+        except ApiException as exc:
+            if _is(exc, 409):
+                return None
+            raise
+
+    def _delete(self, delete: Callable[..., Any], name: str, namespace: str, **kwargs: Any) -> None:
+        try:
+            delete(name, namespace, **kwargs)
+        except ApiException as exc:
+            if not _is(exc, 404):
+                raise
+
+    def _adopt(self, job: client.V1Job, *, secret_name: str, has_service: bool) -> None:
+        if not job.metadata.uid:
+            log.warning("Job %s has no uid; its Secret and Service stay unowned", job.metadata.name)
+            return
+        reference = self._api.sanitize_for_serialization(owner_reference(job))
+        patch = {"metadata": {"ownerReferences": [reference]}}
+        namespace = self.config.namespace
+        self._core.patch_namespaced_secret(secret_name, namespace, patch)
+        if has_service:
+            self._core.patch_namespaced_service(job.metadata.name, namespace, patch)
+
+    def _read_job(self, namespace: str, name: str) -> client.V1Job | None:
+        try:
+            return self._batch.read_namespaced_job(name, namespace)
+        except ApiException as exc:
+            if _is(exc, 404):
+                return None
+            raise
+
+    def _pods(self, namespace: str, name: str) -> list[client.V1Pod]:
+        pods = self._core.list_namespaced_pod(
+            namespace, label_selector=f"{ATTEMPT_NAME_LABEL}={name}"
+        ).items
+        # Filtered here as well: the selector is a request, not every server (or test
+        # emulator) honours it.
+        return [
+            pod
+            for pod in pods
+            if (pod.metadata.labels or {}).get(ATTEMPT_NAME_LABEL) == name
+            and (pod.metadata.labels or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+        ]
+
+    def _gone_nodes(self, pods: list[client.V1Pod]) -> frozenset[str]:
+        """Nodes of pods that look cut off and whose Node object was deleted (spot reclaim)."""
+        gone: set[str] = set()
+        for pod in pods:
+            node = pod.spec.node_name if pod.spec else None
+            if node is None or node in gone or not _looks_cut_off(pod):
+                continue
+            try:
+                self._core.read_node(node)
+            except ApiException as exc:
+                if _is(exc, 404):
+                    gone.add(node)
+                elif not _is(exc, 403):  # no RBAC for nodes: skip the check
+                    raise
+        return frozenset(gone)
+
+
+def _looks_cut_off(pod: client.V1Pod) -> bool:
+    """A running pod the node controller marked not ready: only then is a Node lookup worth it."""
+    if pod.status is None or pod.status.phase not in ("Running", "Unknown"):
+        return False
+    return any(c.type == "Ready" and c.status != "True" for c in pod.status.conditions or [])

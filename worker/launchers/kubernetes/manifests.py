@@ -1,0 +1,348 @@
+"""The objects one attempt becomes: a batch/v1 Job, a token Secret and, for several nodes, a
+headless Service. Pure functions of (LaunchRequest, config), so every manifest can be checked
+against the real API schemas without a cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass
+
+from kubernetes import client
+
+from gpujobs.runtime import (
+    ENV_JOB_TOKEN,
+    ENV_RUN_CONFIG_JSON,
+    EXIT_PREEMPTED,
+    EXIT_PREEMPTED_NO_CHECKPOINT,
+)
+from gpujobs.spec import RESERVED_ENV_PREFIX, CapacityType
+from worker.launchers.base import LaunchRequest
+from worker.launchers.kubernetes.config import KubernetesLauncherConfig, Toleration
+
+LABEL_PREFIX = "gpujobs.dev/"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpujobs"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+JOB_ID_LABEL = f"{LABEL_PREFIX}job-id"
+ATTEMPT_ID_LABEL = f"{LABEL_PREFIX}attempt-id"
+ATTEMPT_NUMBER_LABEL = f"{LABEL_PREFIX}attempt-number"
+TEAM_LABEL = f"{LABEL_PREFIX}team"
+CAPACITY_TYPE_LABEL = f"{LABEL_PREFIX}capacity-type"
+# The Job's own name, on every object of the attempt: pods and the Service select on it, and it
+# works whether or not a Job controller has added its `batch.kubernetes.io/job-name` label yet.
+ATTEMPT_NAME_LABEL = f"{LABEL_PREFIX}attempt-name"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+CONTAINER_NAME = "trainer"
+TOKEN_KEY = "token"
+GPU_RESOURCE = "nvidia.com/gpu"
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTED_EXIT_CODES = (EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT)
+# Indexes of the podFailurePolicy rules that mean "preempted"; the Job's Failed condition names
+# the rule that fired ("... matching FailJob rule at index 1"), which survives pod cleanup.
+PREEMPTION_RULE_INDEXES = (0, 1)
+
+# An Indexed Job's pods are named (and get the hostname) `<job>-<index>`, which must stay a
+# DNS label (63 characters) for the rendezvous address to resolve: keep room for the index.
+MAX_JOB_NAME = 52
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class AttemptManifests:
+    job: client.V1Job
+    secret: client.V1Secret
+    service: client.V1Service | None  # only multi-node attempts rendezvous over the network
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def job_name(attempt_id: str) -> str:
+    """A DNS-1035 label derived from the attempt id alone, so a retried launch finds its Job.
+
+    Ids that are not already safe get a hash suffix, so `ABC` and `abc` never share a Job.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", attempt_id.lower()).strip("-")
+    name = f"gj-{slug}"
+    if slug == attempt_id and len(name) <= MAX_JOB_NAME:
+        return name
+    keep = MAX_JOB_NAME - len("gj--") - 8
+    return f"gj-{slug[:keep]}".rstrip("-") + f"-{_digest(attempt_id)}"
+
+
+def secret_name(config: KubernetesLauncherConfig, name: str) -> str:
+    return f"{config.token_secret_prefix}{name}"
+
+
+def label_value(value: str) -> str:
+    """A valid label value; the exact value also goes into an annotation."""
+    if len(value) <= 63 and _LABEL_VALUE.match(value):
+        return value
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:54].strip("-_.")
+    return f"{cleaned}-{_digest(value)}" if cleaned else _digest(value)
+
+
+def attempt_labels(request: LaunchRequest, name: str) -> dict[str, str]:
+    return {
+        MANAGED_BY_LABEL: MANAGED_BY,
+        COMPONENT_LABEL: "trainer",
+        JOB_ID_LABEL: label_value(request.job_id),
+        ATTEMPT_ID_LABEL: label_value(request.attempt_id),
+        ATTEMPT_NUMBER_LABEL: str(request.attempt_number),
+        TEAM_LABEL: label_value(request.team),
+        CAPACITY_TYPE_LABEL: request.capacity_type.value,
+        ATTEMPT_NAME_LABEL: name,
+    }
+
+
+def attempt_annotations(request: LaunchRequest) -> dict[str, str]:
+    return {
+        JOB_ID_LABEL: request.job_id,
+        ATTEMPT_ID_LABEL: request.attempt_id,
+        TEAM_LABEL: request.team,
+        f"{LABEL_PREFIX}job-name": request.job_name,
+        f"{LABEL_PREFIX}offer": "/".join(
+            [request.cloud, request.region, request.zone, request.instance_type]
+        ),
+    }
+
+
+def build_manifests(request: LaunchRequest, config: KubernetesLauncherConfig) -> AttemptManifests:
+    name = job_name(request.attempt_id)
+    labels = {**config.extra_labels, **attempt_labels(request, name)}
+    service = build_service(request, config, name, labels) if request.nodes > 1 else None
+    return AttemptManifests(
+        job=build_job(request, config, name, labels),
+        secret=build_secret(request, config, name, labels),
+        service=service,
+    )
+
+
+def build_secret(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str, labels: dict[str, str]
+) -> client.V1Secret:
+    return client.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        metadata=client.V1ObjectMeta(
+            name=secret_name(config, name), namespace=config.namespace, labels=labels
+        ),
+        type="Opaque",
+        data={TOKEN_KEY: base64.b64encode(request.job_token.encode()).decode()},
+    )
+
+
+def build_service(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str, labels: dict[str, str]
+) -> client.V1Service:
+    return client.V1Service(
+        api_version="v1",
+        kind="Service",
+        metadata=client.V1ObjectMeta(name=name, namespace=config.namespace, labels=labels),
+        spec=client.V1ServiceSpec(
+            cluster_ip="None",
+            selector={ATTEMPT_NAME_LABEL: name},
+            # Ranks must resolve pod 0 while it starts, before it would count as ready.
+            publish_not_ready_addresses=True,
+            ports=[
+                client.V1ServicePort(
+                    name="rendezvous",
+                    port=config.master_port,
+                    target_port=config.master_port,
+                    protocol="TCP",
+                )
+            ],
+        ),
+    )
+
+
+def pod_failure_policy() -> client.V1PodFailurePolicy:
+    """End the Job on preemption instead of letting Kubernetes retry it.
+
+    A preempted attempt goes back to the scheduler, which may move it to on-demand (deadline)
+    and opens a new attempt row (cost ledger). So both rules are FailJob, like any other failure
+    (backoffLimit 0); they exist so the Job's Failed condition says *why*: rule 0 is the trainer
+    exiting 75/76 after the notice, rule 1 a pod disrupted by eviction, node drain or shutdown,
+    scheduler preemption or a lost node (DisruptionTarget). Ignore would restart the pod behind
+    the scheduler's back.
+    """
+    return client.V1PodFailurePolicy(
+        rules=[
+            client.V1PodFailurePolicyRule(
+                action="FailJob",
+                on_exit_codes=client.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER_NAME,
+                    operator="In",
+                    values=list(PREEMPTED_EXIT_CODES),
+                ),
+            ),
+            client.V1PodFailurePolicyRule(
+                action="FailJob",
+                on_pod_conditions=[
+                    client.V1PodFailurePolicyOnPodConditionsPattern(
+                        type=DISRUPTION_TARGET, status="True"
+                    )
+                ],
+            ),
+        ]
+    )
+
+
+def build_job(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str, labels: dict[str, str]
+) -> client.V1Job:
+    job_labels = dict(labels)
+    if config.kueue_queue:
+        job_labels[KUEUE_QUEUE_LABEL] = config.kueue_queue
+    return client.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=client.V1ObjectMeta(
+            name=name,
+            namespace=config.namespace,
+            labels=job_labels,
+            annotations=attempt_annotations(request),
+        ),
+        spec=client.V1JobSpec(
+            completion_mode="Indexed",
+            completions=request.nodes,
+            parallelism=request.nodes,
+            backoff_limit=0,
+            pod_failure_policy=pod_failure_policy(),
+            ttl_seconds_after_finished=config.ttl_seconds_after_finished,
+            # Kueue admits a Job by unsuspending it; created running, it would skip the queue.
+            suspend=True if config.kueue_queue else None,
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=_pod_spec(request, config, name),
+            ),
+        ),
+    )
+
+
+def _pod_spec(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str
+) -> client.V1PodSpec:
+    tolerations = list(config.tolerations)
+    if request.capacity_type is CapacityType.SPOT:
+        tolerations += config.spot_tolerations
+    return client.V1PodSpec(
+        restart_policy="Never",
+        # Pod 0 becomes `<job>-0.<service>` in DNS only with the subdomain set.
+        subdomain=name if request.nodes > 1 else None,
+        node_selector=_node_selector(request, config),
+        tolerations=[_toleration(t) for t in tolerations] or None,
+        termination_grace_period_seconds=config.termination_grace_s,
+        service_account_name=config.service_account,
+        # The trainer never talks to the Kubernetes API; keep its token out of the container.
+        automount_service_account_token=False,
+        # Service env vars of a busy namespace only add noise to the trainer's environment.
+        enable_service_links=False,
+        priority_class_name=config.priority_class_name,
+        containers=[_container(request, config, name)],
+        volumes=[
+            # DataLoader workers share batches through /dev/shm; the runtime default is 64 MiB.
+            client.V1Volume(name="dshm", empty_dir=client.V1EmptyDirVolumeSource(medium="Memory"))
+        ],
+    )
+
+
+def _node_selector(request: LaunchRequest, config: KubernetesLauncherConfig) -> dict[str, str]:
+    selector = {config.instance_type_label: request.instance_type}
+    capacity = config.capacity_type_value(request.capacity_type)
+    if capacity:
+        selector[config.capacity_type_label] = capacity
+    if config.zone_label and request.zone:
+        selector[config.zone_label] = request.zone
+    return selector
+
+
+def _toleration(toleration: Toleration) -> client.V1Toleration:
+    return client.V1Toleration(
+        key=toleration.key,
+        operator=toleration.operator,
+        value=toleration.value,
+        effect=toleration.effect,
+    )
+
+
+def torchrun_args(request: LaunchRequest, config: KubernetesLauncherConfig, name: str) -> list[str]:
+    # Pod 0 hosts the rendezvous store; a single node talks to itself.
+    master = f"{name}-0.{name}" if request.nodes > 1 else "127.0.0.1"
+    return [
+        f"--nnodes={request.nodes}",
+        f"--nproc_per_node={max(request.gpus_per_node, 1)}",
+        # The Job controller sets JOB_COMPLETION_INDEX in Indexed mode; the kubelet expands
+        # $(VAR) references to container env vars.
+        "--node_rank=$(JOB_COMPLETION_INDEX)",
+        f"--master_addr={master}",
+        f"--master_port={config.master_port}",
+        "-m",
+        "trainer",
+    ]
+
+
+def run_config_json(request: LaunchRequest, config: KubernetesLauncherConfig) -> str:
+    update: dict[str, str] = {"job_id": request.job_id, "attempt_id": request.attempt_id}
+    if config.api_url:
+        update["api_url"] = config.api_url
+    return request.run_config.model_copy(update=update).model_dump_json()
+
+
+def _container(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str
+) -> client.V1Container:
+    env = [
+        client.V1EnvVar(name=key, value=value)
+        for key, value in sorted(request.env.items())
+        if not key.startswith(RESERVED_ENV_PREFIX)
+    ]
+    env += [
+        client.V1EnvVar(name="PYTHONUNBUFFERED", value="1"),
+        client.V1EnvVar(name=ENV_RUN_CONFIG_JSON, value=run_config_json(request, config)),
+        client.V1EnvVar(
+            name=ENV_JOB_TOKEN,
+            value_from=client.V1EnvVarSource(
+                secret_key_ref=client.V1SecretKeySelector(
+                    name=secret_name(config, name), key=TOKEN_KEY
+                )
+            ),
+        ),
+    ]
+    env_from = None
+    if config.s3_credentials_secret:
+        env_from = [
+            client.V1EnvFromSource(
+                secret_ref=client.V1SecretEnvSource(name=config.s3_credentials_secret)
+            )
+        ]
+    limits = {GPU_RESOURCE: str(request.gpus_per_node)} if request.gpus_per_node else None
+    return client.V1Container(
+        name=CONTAINER_NAME,
+        image=request.image or config.default_image,
+        image_pull_policy=config.image_pull_policy,
+        command=["torchrun"],
+        args=torchrun_args(request, config, name),
+        env=env,
+        env_from=env_from,
+        resources=client.V1ResourceRequirements(limits=limits),
+        volume_mounts=[client.V1VolumeMount(name="dshm", mount_path="/dev/shm")],
+    )
+
+
+def owner_reference(job: client.V1Job) -> client.V1OwnerReference:
+    """Ties the Secret and Service to the Job, so deleting the Job collects them."""
+    return client.V1OwnerReference(
+        api_version="batch/v1",
+        kind="Job",
+        name=job.metadata.name,
+        uid=job.metadata.uid,
+        # Blocking the owner's deletion needs update rights on jobs/finalizers; not worth it.
+        block_owner_deletion=False,
+    )

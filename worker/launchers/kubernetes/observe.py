@@ -1,0 +1,231 @@
+"""What state an attempt is in, read from its Job and pods: pure, shared by status() and watch.
+
+Preemption is reported only once the attempt's pods have stopped: a disrupted pod is still
+checkpointing during its grace period, and a replacement started meanwhile would resume from an
+older checkpoint (and race the writer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from worker.launchers.base import Observation, ObservedState
+from worker.launchers.kubernetes.manifests import (
+    COMPLETION_INDEX_ANNOTATION,
+    CONTAINER_NAME,
+    DISRUPTION_TARGET,
+    PREEMPTED_EXIT_CODES,
+    PREEMPTION_RULE_INDEXES,
+)
+
+_RULE_INDEX = re.compile(r"FailJob rule at index (\d+)")
+_ACTIVE_PHASES = ("Pending", "Running")
+
+
+def observe(
+    job: client.V1Job | None,
+    pods: Sequence[client.V1Pod],
+    *,
+    now: datetime,
+    unschedulable_timeout_s: float,
+    gone_nodes: Collection[str] = (),
+) -> Observation:
+    """`gone_nodes`: nodes that pods were bound to and that no longer exist."""
+    if job is None:
+        return Observation(ObservedState.LOST, message="the Job no longer exists")
+    if job.metadata.deletion_timestamp is not None:
+        return Observation(ObservedState.CANCELLED, message="the Job is being deleted")
+    conditions = _true_conditions(job)
+    if "Complete" in conditions:
+        return Observation(ObservedState.SUCCEEDED, exit_code=0)
+    if "Failed" in conditions:
+        return _ended(pods, gone_nodes, conditions["Failed"])
+
+    active = [p for p in pods if _phase(p) in _ACTIVE_PHASES and not _lost(p, gone_nodes)]
+    interrupted = [p for p in pods if _interruption(p, gone_nodes)]
+    failed = [p for p in pods if _phase(p) == "Failed"]
+    if (interrupted or failed) and not active:
+        # The Job controller has not written Failed yet (or is not running): the pods tell.
+        return _ended(pods, gone_nodes, None)
+
+    expected = (job.spec.completions if job.spec else None) or 1
+    succeeded = [p for p in pods if _phase(p) == "Succeeded"]
+    if len(succeeded) >= expected:
+        return Observation(ObservedState.SUCCEEDED, exit_code=0)
+
+    stuck = _unschedulable_since(pods)
+    if stuck is not None:
+        since, message = stuck
+        if (now - since).total_seconds() > unschedulable_timeout_s:
+            return Observation(ObservedState.NO_CAPACITY, message=message)
+        return Observation(ObservedState.PENDING, message=message)
+    if job.spec is not None and job.spec.suspend:
+        created = job.metadata.creation_timestamp
+        message = "suspended: waiting for admission (Kueue)"
+        if created is not None and (now - created).total_seconds() > unschedulable_timeout_s:
+            return Observation(ObservedState.NO_CAPACITY, message=message)
+        return Observation(ObservedState.PENDING, message=message)
+
+    running = [p for p in active if _phase(p) == "Running"]
+    notice = f"; {_interruption(interrupted[0], gone_nodes)}" if interrupted else ""
+    # Training starts when every rank is up; ranks that already finished count as up.
+    if running and len(running) + len(succeeded) >= expected:
+        return Observation(ObservedState.RUNNING, message=f"{len(running)} pod(s) running{notice}")
+    message = f"{len(running)}/{expected} pods running{_waiting_reasons(pods)}{notice}"
+    return Observation(ObservedState.PENDING, message=message)
+
+
+def _ended(
+    pods: Sequence[client.V1Pod],
+    gone_nodes: Collection[str],
+    failed: client.V1JobCondition | None,
+) -> Observation:
+    """The attempt is over and did not succeed: was it preempted, or did it fail?
+
+    Exit 75/76 alone is weak evidence: when one rank crashes, the Job controller stops the
+    others, whose trainers then checkpoint and exit 75 too. So the first failure decides (the
+    one the Job's condition names, else the earliest), while a disruption from outside (node
+    drained, reclaimed, lost) wins anywhere: it is also why the other ranks crash (NCCL errors).
+    """
+    for pod in _by_index(pods):
+        reason = _disruption(pod, gone_nodes)
+        if reason:
+            return Observation(ObservedState.PREEMPTED, exit_code=_exit_code(pod), message=reason)
+    if failed is not None and failed.reason == "PodFailurePolicy":
+        match = _RULE_INDEX.search(failed.message or "")
+        if match and int(match.group(1)) in PREEMPTION_RULE_INDEXES:
+            noticed = [p for p in _by_index(pods) if _notice_exit(p)]
+            exit_code = _exit_code(noticed[0]) if noticed else None
+            return Observation(ObservedState.PREEMPTED, exit_code=exit_code, message=failed.message)
+    first = _first_failure(pods)
+    if first is not None and failed is None:
+        notice = _notice_exit(first)
+        if notice:
+            return Observation(ObservedState.PREEMPTED, exit_code=_exit_code(first), message=notice)
+    parts = [f"{failed.reason}: {failed.message}"] if failed is not None else []
+    culprit = _first_failure([p for p in pods if not _notice_exit(p)])
+    terminated = _terminated(culprit) if culprit is not None else None
+    exit_code = terminated.exit_code if terminated is not None else None
+    if culprit is not None and terminated is not None:
+        detail = terminated.reason or "Error"
+        parts.append(f"pod {culprit.metadata.name}: {detail} (exit code {exit_code})")
+    return Observation(
+        ObservedState.FAILED, exit_code=exit_code, message="; ".join(parts) or "pods failed"
+    )
+
+
+def _first_failure(pods: Sequence[client.V1Pod]) -> client.V1Pod | None:
+    """The pod that failed first (by its container's finish time, then rank)."""
+    failed = [p for p in pods if _phase(p) == "Failed" and _terminated(p) is not None]
+    if not failed:
+        return None
+
+    def key(pod: client.V1Pod) -> tuple[datetime, tuple[int, str]]:
+        terminated = _terminated(pod)
+        finished = terminated.finished_at if terminated is not None else None
+        return (finished or datetime.max.replace(tzinfo=UTC), rank_order(pod))
+
+    return min(failed, key=key)
+
+
+def _interruption(pod: client.V1Pod, gone_nodes: Collection[str]) -> str | None:
+    """Why this pod counts as preempted, or None."""
+    return _disruption(pod, gone_nodes) or _notice_exit(pod)
+
+
+def _notice_exit(pod: client.V1Pod) -> str | None:
+    terminated = _terminated(pod)
+    if terminated is not None and terminated.exit_code in PREEMPTED_EXIT_CODES:
+        return f"pod {pod.metadata.name}: trainer exited {terminated.exit_code} after the notice"
+    return None
+
+
+def _disruption(pod: client.V1Pod, gone_nodes: Collection[str]) -> str | None:
+    """Stopped from outside: drained, evicted, preempted by the scheduler, node lost."""
+    for condition in (pod.status.conditions if pod.status else None) or []:
+        if condition.type == DISRUPTION_TARGET and condition.status == "True":
+            return f"pod {pod.metadata.name} disrupted: {condition.reason}: {condition.message}"
+    if pod.status is not None and pod.status.reason == "Evicted":
+        return f"pod {pod.metadata.name} evicted: {pod.status.message}"
+    if _lost(pod, gone_nodes):
+        return f"pod {pod.metadata.name}: node {pod.spec.node_name} lost"
+    return None
+
+
+def _lost(pod: client.V1Pod, gone_nodes: Collection[str]) -> bool:
+    if _phase(pod) == "Unknown":
+        return True
+    node = pod.spec.node_name if pod.spec else None
+    return node is not None and node in gone_nodes and _phase(pod) in _ACTIVE_PHASES
+
+
+def _unschedulable_since(pods: Sequence[client.V1Pod]) -> tuple[datetime, str] | None:
+    """The earliest moment a pending pod was found unschedulable, with the scheduler's word."""
+    found: tuple[datetime, str] | None = None
+    for pod in pods:
+        if _phase(pod) != "Pending":
+            continue
+        for condition in (pod.status.conditions if pod.status else None) or []:
+            if (
+                condition.type == "PodScheduled"
+                and condition.status == "False"
+                and condition.reason == "Unschedulable"
+                and condition.last_transition_time is not None
+                and (found is None or condition.last_transition_time < found[0])
+            ):
+                found = (condition.last_transition_time, f"unschedulable: {condition.message}")
+    return found
+
+
+def _waiting_reasons(pods: Sequence[client.V1Pod]) -> str:
+    reasons = sorted(
+        {
+            status.state.waiting.reason
+            for pod in pods
+            for status in (pod.status.container_statuses if pod.status else None) or []
+            if status.state is not None
+            and status.state.waiting is not None
+            and status.state.waiting.reason
+        }
+    )
+    return f" ({', '.join(reasons)})" if reasons else ""
+
+
+def _true_conditions(job: client.V1Job) -> dict[str, client.V1JobCondition]:
+    conditions = (job.status.conditions if job.status else None) or []
+    return {c.type: c for c in conditions if c.status == "True"}
+
+
+def _phase(pod: client.V1Pod) -> str | None:
+    return pod.status.phase if pod.status else None
+
+
+def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
+    for status in (pod.status.container_statuses if pod.status else None) or []:
+        if status.name == CONTAINER_NAME and status.state is not None:
+            return status.state.terminated
+    return None
+
+
+def _exit_code(pod: client.V1Pod) -> int | None:
+    terminated = _terminated(pod)
+    return terminated.exit_code if terminated is not None else None
+
+
+def completion_index(pod: client.V1Pod) -> int | None:
+    index = (pod.metadata.annotations or {}).get(COMPLETION_INDEX_ANNOTATION)
+    return int(index) if index is not None and index.isdigit() else None
+
+
+def rank_order(pod: client.V1Pod) -> tuple[int, str]:
+    """Sort key putting rank 0 first: its exit code and log are the most telling."""
+    index = completion_index(pod)
+    return (index if index is not None else 1 << 30, pod.metadata.name or "")
+
+
+def _by_index(pods: Sequence[client.V1Pod]) -> list[client.V1Pod]:
+    return sorted(pods, key=rank_order)
