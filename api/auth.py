@@ -6,8 +6,9 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from api.errors import Forbidden, Unauthorized
@@ -76,4 +77,13 @@ def authenticate(session: Session, *, authorization: str | None, admin_token: st
     api_token, team = row
     return Principal(
         team_id=team.id, team_name=team.name, is_admin=team.is_admin, job_id=api_token.job_id
+    )
+
+
+def revoke_job_tokens(session: Session, *, job_id: str, now: datetime) -> None:
+    """A finished job's trainer has nothing left to report."""
+    session.execute(
+        update(ApiToken)
+        .where(ApiToken.job_id == job_id, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=now)
     )

@@ -152,6 +152,8 @@ class JobAttempt(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
     end_reason: Mapped[str | None] = mapped_column(String(32), default=None)
+    # Why we asked the attempt to stop ("cancel", "migrate"), so its exit is read correctly.
+    stop_reason: Mapped[str | None] = mapped_column(String(16), default=None)
     exit_code: Mapped[int | None] = mapped_column(Integer, default=None)
     cost_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
     resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)

@@ -36,7 +36,12 @@ class Settings(BaseSettings):
     schedule_interval_s: float = 2.0
     reconcile_interval_s: float = 2.0
     claim_ttl_s: float = 60.0
+    schedule_batch: int = 1000
     no_capacity_backoff_s: float = 300.0
+    restart_hours: float = Field(
+        0.2, description="Provisioning + restore time of a new attempt, as the policy sees it."
+    )
+    launch_timeout_s: float = 600.0
 
     # Launchers
     launcher: Literal["local", "kubernetes"] = "local"
@@ -45,13 +50,14 @@ class Settings(BaseSettings):
     trainer_image: str = "ghcr.io/gpujobs/trainer:latest"
     # Local launcher's simulated spot market
     spot_market: Literal["off", "rate", "trace"] = "off"
-    spot_preemption_rate_per_hour: float = 0.0
-    spot_trace: str = ""
-    spot_trace_time_scale: float = 60.0
-    spot_notice_s: float = 10.0
-    local_cloud_speedup: float = Field(
-        1.0, description="Local launcher: how many wall-clock seconds one billed second lasts."
+    spot_preemption_rate_per_hour: float = Field(
+        0.0, description="rate market: preemptions per simulated hour of spot."
     )
+    spot_trace: str = Field("", description="trace market: a spot-traces JSON file to replay.")
+    spot_trace_time_scale: float = Field(
+        60.0, description="Simulated seconds per wall-clock second for the spot market."
+    )
+    spot_notice_s: float = Field(10.0, description="Preemption notice: SIGTERM, then SIGKILL.")
     # Kubernetes launcher
     k8s_namespace: str = "gpujobs"
     k8s_instance_type_label: str = "node.kubernetes.io/instance-type"
@@ -60,6 +66,9 @@ class Settings(BaseSettings):
     k8s_unschedulable_timeout_s: float = 600.0
     k8s_kueue_queue: str = ""
     k8s_service_account: str = ""
+    k8s_s3_credentials_secret: str = Field(
+        "", description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for trainer pods."
+    )
 
     def sqlalchemy_url(self) -> str:
         if self.database_url:

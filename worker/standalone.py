@@ -18,6 +18,8 @@ from api.database import make_engine, make_session_factory, transaction
 from api.migrate import upgrade_to_head
 from api.settings import Settings
 from api.teams import service as teams
+from worker.control import build_control_plane
+from worker.loops import InProcessLoops
 
 log = logging.getLogger("gpujobs")
 
@@ -55,8 +57,13 @@ def main() -> int:
     print(f"database: {settings.sqlalchemy_url()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
     sys.stdout.flush()
-    app = create_app(settings, session_factory=factory)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    loops = InProcessLoops(build_control_plane(settings, factory=factory))
+    app = create_app(settings, session_factory=factory, nudge=loops.nudge)
+    loops.start()
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    finally:
+        loops.stop()
     return 0
 
 

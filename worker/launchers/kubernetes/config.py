@@ -84,6 +84,7 @@ class KubernetesLauncherConfig:
             "unschedulable_timeout_s": settings.k8s_unschedulable_timeout_s,
             "kueue_queue": settings.k8s_kueue_queue or None,
             "service_account": settings.k8s_service_account or None,
+            "s3_credentials_secret": settings.k8s_s3_credentials_secret or None,
             # Only an explicit public URL is useful in-cluster: the host:port fallback is the
             # API's own bind address.
             "api_url": settings.public_url or None,

@@ -1,0 +1,26 @@
+"""attempt stop reason
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-12-02
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002"
+down_revision: str | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("job_attempts") as batch:
+        batch.add_column(sa.Column("stop_reason", sa.String(length=16), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("job_attempts") as batch:
+        batch.drop_column("stop_reason")

@@ -1,0 +1,104 @@
+"""The control plane's composition: settings, database, launcher, catalog, clock.
+
+Built once per process (Celery worker, beat, or the embedded standalone server) and passed to
+the scheduling and reconciling steps, which are plain functions of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.database import make_engine, make_session_factory
+from api.models import utcnow
+from api.placement.snapshot import Reservation
+from api.pricing.catalog import Catalog, default_catalog
+from api.pricing.preemption import Priors, default_priors
+from api.settings import Settings
+from worker.launchers.base import Launcher
+
+# Hooks that read team budgets and reservation usage; they come from api's budget and
+# reservation services, and default to "no caps, no reservations".
+BudgetsQuery = Callable[[Session, list[str], datetime], Mapping[str, float | None]]
+ReservationsQuery = Callable[[Session, datetime], list[Reservation]]
+
+
+def _no_budgets(session: Session, teams: list[str], now: datetime) -> Mapping[str, float | None]:
+    return {}
+
+
+def _no_reservations(session: Session, now: datetime) -> list[Reservation]:
+    return []
+
+
+@dataclass
+class ControlPlane:
+    settings: Settings
+    factory: sessionmaker[Session]
+    launcher: Launcher
+    catalog: Catalog = field(default_factory=default_catalog)
+    priors: Priors = field(default_factory=default_priors)
+    clock: Callable[[], datetime] = utcnow
+    budgets: BudgetsQuery = _no_budgets
+    reservations: ReservationsQuery = _no_reservations
+
+
+def make_launcher(settings: Settings) -> Launcher:
+    if settings.launcher == "kubernetes":
+        from worker.launchers.kubernetes import KubernetesLauncher
+
+        return KubernetesLauncher.from_settings(settings)
+    from worker.launchers.local import LocalLauncher
+
+    return LocalLauncher(
+        root=settings.home / "attempts",
+        market=make_market(settings),
+        notice_s=settings.spot_notice_s,
+    )
+
+
+def make_market(settings: Settings):  # type: ignore[no-untyped-def]
+    from worker.launchers.spot_market import RateMarket, TraceMarket, market_origin
+
+    if settings.spot_market == "trace":
+        if not settings.spot_trace:
+            raise ValueError("GPUJOBS_SPOT_MARKET=trace needs GPUJOBS_SPOT_TRACE (a trace file)")
+        return TraceMarket.from_file(
+            Path(settings.spot_trace),
+            time_scale=settings.spot_trace_time_scale,
+            t0=market_origin(settings.home),
+        )
+    if settings.spot_market == "rate":
+        return RateMarket(
+            rate_per_hour=settings.spot_preemption_rate_per_hour,
+            time_scale=settings.spot_trace_time_scale,
+        )
+    return None
+
+
+def build_control_plane(
+    settings: Settings, *, factory: sessionmaker[Session] | None = None
+) -> ControlPlane:
+    return ControlPlane(
+        settings=settings,
+        factory=factory or make_session_factory(make_engine(settings)),
+        launcher=make_launcher(settings),
+        budgets=team_budgets,
+        reservations=reservation_pools,
+    )
+
+
+def team_budgets(session: Session, teams: list[str], now: datetime) -> Mapping[str, float | None]:
+    from api.budgets.service import remaining_usd
+
+    return {team: remaining_usd(session, team_id=team, now=now) for team in teams}
+
+
+def reservation_pools(session: Session, now: datetime) -> list[Reservation]:
+    from api.reservations.repository import with_usage
+
+    return list(with_usage(session, now=now))

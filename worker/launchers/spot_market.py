@@ -1,0 +1,86 @@
+"""A simulated spot market for the local launcher: when spot is there, and when it is taken.
+
+One market for the whole machine, as if every spot offer lived in it: replaying a real trace
+from shared/data/spot-traces (time-scaled), or preempting at a given rate. Its clock starts when
+the launcher's state directory first sees it, so restarts of the worker keep the same market.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Protocol
+
+
+class SpotMarket(Protocol):
+    def available(self, now: float) -> bool: ...
+
+    def preemption_time(self, *, now: float, attempt_id: str) -> float | None:
+        """Wall-clock time at which a spot instance started at `now` is taken back."""
+        ...
+
+
+def market_origin(state_dir: Path) -> float:
+    path = state_dir / "market.json"
+    if path.exists():
+        return float(json.loads(path.read_text())["t0"])
+    state_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"t0": t0}))
+    tmp.replace(path)
+    return float(json.loads(path.read_text())["t0"])
+
+
+class TraceMarket:
+    """Replays a trace: `data[i] > 0` means spot is available during tick i."""
+
+    def __init__(self, *, data: list[int], gap_seconds: float, time_scale: float, t0: float):
+        if not data:
+            raise ValueError("the spot trace is empty")
+        self.data = data
+        self.tick_s = gap_seconds / time_scale  # wall-clock seconds per trace tick
+        self.t0 = t0
+
+    @classmethod
+    def from_file(cls, path: Path, *, time_scale: float, t0: float) -> TraceMarket:
+        raw = json.loads(Path(path).read_text())
+        return cls(
+            data=[int(v) for v in raw["data"]],
+            gap_seconds=float(raw["metadata"]["gap_seconds"]),
+            time_scale=time_scale,
+            t0=t0,
+        )
+
+    def _tick(self, now: float) -> int:
+        return max(0, int((now - self.t0) // self.tick_s))
+
+    def available(self, now: float) -> bool:
+        return self.data[self._tick(now) % len(self.data)] > 0
+
+    def preemption_time(self, *, now: float, attempt_id: str) -> float | None:
+        start = self._tick(now)
+        for offset in range(1, len(self.data) + 1):
+            if self.data[(start + offset) % len(self.data)] <= 0:
+                return self.t0 + (start + offset) * self.tick_s
+        return None  # spot never goes away in this trace
+
+
+class RateMarket:
+    """Spot is always offered; each instance lives an exponential time (seeded by the attempt)."""
+
+    def __init__(self, *, rate_per_hour: float, time_scale: float):
+        self.rate_per_wall_second = rate_per_hour * time_scale / 3600.0
+
+    def available(self, now: float) -> bool:
+        return True
+
+    def preemption_time(self, *, now: float, attempt_id: str) -> float | None:
+        if self.rate_per_wall_second <= 0:
+            return None
+        digest = hashlib.sha256(attempt_id.encode()).digest()
+        uniform = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+        return now - math.log(uniform) / self.rate_per_wall_second

@@ -1,0 +1,92 @@
+"""Start an attempt through the launcher, and stop one. IO happens outside transactions.
+
+A launch is safe to repeat: the launcher finds an attempt it already started, and the handle is
+recorded only once. So a worker killed in the middle of a launch leaves an attempt without a
+handle, which the reconciler launches again, never a second attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from api.auth import issue_token
+from api.database import transaction
+from api.models import JobAttempt
+from gpujobs.runtime import RunConfig
+from gpujobs.spec import CapacityType, JobSpec
+from worker import repository as repo
+from worker.control import ControlPlane
+from worker.launchers.base import LaunchRequest
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_uri(cp: ControlPlane, job_id: str) -> str:
+    return f"{cp.settings.checkpoint_root().rstrip('/')}/{job_id}"
+
+
+def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is None or attempt.ended_at is not None or attempt.launch_handle:
+            return None
+        job = repo.job_for_update(session, job_id=attempt.job_id)
+        if job is None:
+            return None
+        # A fresh job-scoped token per launch: the clear token is never stored, so a retried
+        # launch cannot reuse the first one's.
+        token = issue_token(
+            session, team_id=job.team_id, job_id=job.id, name=f"attempt {attempt.number}"
+        )
+        request = _request(cp, job=job, attempt=attempt, token=token)
+    try:
+        handle = cp.launcher.launch(request)
+    except Exception:
+        log.exception("launch of attempt %s failed; the reconciler retries", attempt_id)
+        return None
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is not None and attempt.launch_handle is None:
+            attempt.launch_handle = handle
+            attempt.launched_at = cp.clock()
+    return handle
+
+
+def stop_attempt(cp: ControlPlane, *, handle: str) -> None:
+    try:
+        cp.launcher.cancel(handle)
+    except Exception:
+        log.exception("stopping %s failed; the reconciler retries", handle)
+
+
+def _request(cp: ControlPlane, *, job, attempt: JobAttempt, token: str) -> LaunchRequest:  # type: ignore[no-untyped-def]
+    spec = JobSpec.from_stored(job.spec)
+    settings = cp.settings
+    run_config = RunConfig(
+        job_id=job.id,
+        attempt_id=attempt.id,
+        trainer=spec.trainer,
+        checkpoint_uri=checkpoint_uri(cp, job.id),
+        checkpoint_every_seconds=attempt.checkpoint_every_seconds,
+        s3_endpoint_url=settings.s3_endpoint_url or None,
+        api_url=settings.api_url(),
+    )
+    return LaunchRequest(
+        job_id=job.id,
+        attempt_id=attempt.id,
+        attempt_number=attempt.number,
+        job_name=job.name,
+        team=job.team.name,
+        cloud=attempt.cloud,
+        region=attempt.region,
+        zone=attempt.zone,
+        instance_type=attempt.instance_type,
+        gpu_model=attempt.gpu_model,
+        gpus_per_node=spec.resources.gpus_per_node,
+        nodes=attempt.nodes,
+        capacity_type=CapacityType(attempt.capacity_type),
+        run_config=run_config,
+        job_token=token,
+        image=spec.image,
+        env=dict(spec.env),
+    )

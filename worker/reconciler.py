@@ -1,0 +1,152 @@
+"""One reconciling pass: observe every open attempt and move its job accordingly.
+
+Observations (launcher IO) happen outside transactions; applying one locks the attempt and the
+job and re-checks that the attempt is still open, so two passes never close it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from api.auth import revoke_job_tokens
+from api.database import transaction
+from api.jobs import lifecycle
+from api.models import Job, JobAttempt
+from gpujobs.resources import JobStatus
+from gpujobs.spec import CapacityType, JobSpec
+from worker import repository as repo
+from worker.control import ControlPlane
+from worker.launchers.base import Observation, ObservedState
+from worker.launching import launch_attempt, stop_attempt
+from worker.outcomes import Outcome, outcome
+
+log = logging.getLogger(__name__)
+MICRO = 1_000_000
+
+
+def reconcile_once(cp: ControlPlane) -> int:
+    """Returns how many attempts changed."""
+    with cp.factory() as session:
+        rows = [(attempt.id, job.status) for job, attempt in repo.open_attempts(session)]
+    changed = 0
+    for attempt_id, job_status in rows:
+        try:
+            changed += reconcile_attempt(cp, attempt_id=attempt_id, job_status=job_status)
+        except Exception:
+            log.exception("reconciling attempt %s failed; next pass retries", attempt_id)
+    return changed
+
+
+def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> int:
+    with cp.factory() as session:
+        attempt = session.get(JobAttempt, attempt_id)
+        if attempt is None or attempt.ended_at is not None:
+            return 0
+        handle = attempt.launch_handle
+        created_at = attempt.created_at
+    if job_status == JobStatus.CANCELLED.value:
+        return _cancel(cp, attempt_id=attempt_id, handle=handle)
+    if handle is None:
+        if cp.clock() - created_at > timedelta(seconds=cp.settings.launch_timeout_s):
+            observation = Observation(ObservedState.LOST, message="the launch never completed")
+            return _apply(cp, attempt_id=attempt_id, observation=observation)
+        launch_attempt(cp, attempt_id=attempt_id)
+        return 0
+    return _apply(cp, attempt_id=attempt_id, observation=cp.launcher.status(handle))
+
+
+def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
+    if handle is not None:
+        stop_attempt(cp, handle=handle)
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is None or attempt.ended_at is not None:
+            return 0
+        attempt.stop_reason = "cancel"
+        job = repo.job_for_update(session, job_id=attempt.job_id)
+        _close(session, attempt=attempt, job=job, now=cp.clock(), end_reason="cancelled")
+    return 1
+
+
+def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> int:
+    now = cp.clock()
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is None or attempt.ended_at is not None:
+            return 0
+        job = repo.job_for_update(session, job_id=attempt.job_id)
+        assert job is not None
+        spec = JobSpec.from_stored(job.spec)
+        result = outcome(
+            observation=observation,
+            job_status=JobStatus(job.status),
+            stop_reason=attempt.stop_reason,
+            restarts=job.restarts,
+            max_restarts=spec.max_restarts,
+        )
+        if result.started and attempt.started_at is None:
+            attempt.started_at = attempt.launched_at or now
+        if result.end_reason is None and not result.path:
+            return 0
+        if result.end_reason is not None:
+            attempt.exit_code = observation.exit_code
+            _close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
+            _observe_capacity(session, cp=cp, attempt=attempt, result=result, now=now)
+        _move_job(session, job=job, attempt=attempt, result=result)
+    return 1
+
+
+def _close(
+    session: Session, *, attempt: JobAttempt, job: Job | None, now: datetime, end_reason: str
+) -> None:
+    """End the attempt and put it on the ledger: cost = price x the time it held capacity."""
+    attempt.ended_at = now
+    attempt.end_reason = end_reason
+    seconds = (now - attempt.started_at).total_seconds() if attempt.started_at else 0.0
+    attempt.cost_microusd = round(attempt.price_per_hour * max(0.0, seconds) / 3600.0 * MICRO)
+    progress = (job.progress if job else None) or {}
+    step = progress.get("step")
+    checkpoint = job.resume_from_step if job else None
+    if step is not None:
+        attempt.end_step = int(step)
+        attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))
+    if job is not None and job.status in {s.value for s in JobStatus if s.terminal}:
+        revoke_job_tokens(session, job_id=job.id, now=now)
+
+
+def _observe_capacity(
+    session: Session, *, cp: ControlPlane, attempt: JobAttempt, result: Outcome, now: datetime
+) -> None:
+    """What this attempt teaches about spot in its zone: hours survived, preemptions, outages."""
+    if attempt.capacity_type != CapacityType.SPOT.value:
+        return
+    row = repo.spot_observation_for_update(
+        session, zone=attempt.zone, instance_type=attempt.instance_type
+    )
+    if attempt.started_at is not None and attempt.ended_at is not None:
+        row.spot_seconds = (row.spot_seconds or 0.0) + max(
+            0.0, (attempt.ended_at - attempt.started_at).total_seconds()
+        )
+    if result.preempted:
+        row.preemptions = (row.preemptions or 0) + 1
+    if result.no_capacity:
+        row.no_capacity_until = now + timedelta(seconds=cp.settings.no_capacity_backoff_s)
+
+
+def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcome) -> None:
+    if result.preempted:
+        job.preemptions += 1
+    if result.failure and JobStatus.PENDING in result.path:
+        job.restarts += 1
+    data = {"attempt_id": attempt.id, "attempt": attempt.number}
+    if attempt.end_reason:
+        data["end_reason"] = attempt.end_reason
+    for status in result.path:
+        if JobStatus(job.status) == JobStatus.CANCELLED:
+            return  # a cancel won the race; the attempt is closed, the job stays cancelled
+        lifecycle.switch_status(session, job, status, reason=result.reason, data=data)
+    if JobStatus(job.status).terminal:
+        revoke_job_tokens(session, job_id=job.id, now=attempt.ended_at or job.updated_at)

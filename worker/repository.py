@@ -1,0 +1,117 @@
+"""Every query the control loop makes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from api.models import Job, JobAttempt, SpotObservation
+from gpujobs.resources import JobStatus
+
+
+def claim_pending(
+    session: Session, *, token: str, now: datetime, ttl: timedelta, limit: int
+) -> list[str]:
+    """Claim up to `limit` PENDING jobs for this scheduler run.
+
+    `FOR UPDATE SKIP LOCKED` keeps two schedulers off the same rows while they claim; the lock
+    token and its expiry keep them off for the rest of the run, and let a crashed run's claims
+    lapse. SQLite has no row locks (and one writer at a time), so the token alone is enough.
+    """
+    ids = list(
+        session.scalars(
+            select(Job.id)
+            .where(
+                Job.status == JobStatus.PENDING.value,
+                or_(Job.lock_expires_at.is_(None), Job.lock_expires_at < now),
+                or_(Job.not_before.is_(None), Job.not_before <= now),
+            )
+            .order_by(Job.priority.desc(), Job.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+    )
+    if ids:
+        session.execute(
+            update(Job)
+            .where(Job.id.in_(ids))
+            .values(lock_token=token, lock_expires_at=now + ttl)
+            .execution_options(synchronize_session=False)
+        )
+    return ids
+
+
+def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
+    """The job, locked, if this run's claim on it still holds; None if another run took over."""
+    return session.scalars(
+        select(Job)
+        .where(
+            Job.id == job_id,
+            Job.lock_token == token,
+            Job.status == JobStatus.PENDING.value,
+        )
+        .with_for_update()
+    ).first()
+
+
+def jobs_by_ids(session: Session, *, ids: list[str]) -> list[Job]:
+    return list(session.scalars(select(Job).where(Job.id.in_(ids)))) if ids else []
+
+
+def running_jobs_with_attempts(session: Session) -> list[tuple[Job, JobAttempt]]:
+    rows = session.execute(
+        select(Job, JobAttempt)
+        .join(JobAttempt, JobAttempt.job_id == Job.id)
+        .where(Job.status == JobStatus.RUNNING.value, JobAttempt.ended_at.is_(None))
+    ).all()
+    return [(job, attempt) for job, attempt in rows]
+
+
+def open_attempts(session: Session) -> list[tuple[Job, JobAttempt]]:
+    rows = session.execute(
+        select(Job, JobAttempt)
+        .join(JobAttempt, JobAttempt.job_id == Job.id)
+        .where(JobAttempt.ended_at.is_(None))
+        .order_by(JobAttempt.created_at)
+    ).all()
+    return [(job, attempt) for job, attempt in rows]
+
+
+def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | None:
+    return session.scalars(
+        select(JobAttempt).where(JobAttempt.id == attempt_id).with_for_update()
+    ).first()
+
+
+def job_for_update(session: Session, *, job_id: str) -> Job | None:
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).first()
+
+
+def spot_observations(session: Session) -> list[SpotObservation]:
+    return list(session.scalars(select(SpotObservation)))
+
+
+def spot_observation_for_update(
+    session: Session, *, zone: str, instance_type: str
+) -> SpotObservation:
+    row = session.scalars(
+        select(SpotObservation)
+        .where(SpotObservation.zone == zone, SpotObservation.instance_type == instance_type)
+        .with_for_update()
+    ).first()
+    if row is None:
+        row = SpotObservation(
+            zone=zone, instance_type=instance_type, spot_seconds=0.0, preemptions=0
+        )
+        session.add(row)
+    return row
+
+
+def open_attempt_of(session: Session, *, job_id: str) -> JobAttempt | None:
+    return session.scalars(
+        select(JobAttempt)
+        .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
+        .with_for_update()
+    ).first()
