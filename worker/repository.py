@@ -30,7 +30,7 @@ def claim_pending(
             )
             .order_by(Job.priority.desc(), Job.id)
             .limit(limit)
-            .with_for_update(skip_locked=True)
+            .with_for_update(skip_locked=True, of=Job)
         )
     )
     if ids:
@@ -52,7 +52,7 @@ def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
             Job.lock_token == token,
             Job.status == JobStatus.PENDING.value,
         )
-        .with_for_update()
+        .with_for_update(of=Job)
     ).first()
 
 
@@ -86,7 +86,7 @@ def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | Non
 
 
 def job_for_update(session: Session, *, job_id: str) -> Job | None:
-    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).first()
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update(of=Job)).first()
 
 
 def spot_observations(session: Session) -> list[SpotObservation]:
@@ -115,3 +115,12 @@ def open_attempt_of(session: Session, *, job_id: str) -> JobAttempt | None:
         .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
         .with_for_update()
     ).first()
+
+
+def release_claims(session: Session, *, token: str) -> None:
+    session.execute(
+        update(Job)
+        .where(Job.lock_token == token)
+        .values(lock_token=None, lock_expires_at=None)
+        .execution_options(synchronize_session=False)
+    )

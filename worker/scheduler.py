@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -52,11 +52,26 @@ def schedule_once(cp: ControlPlane) -> ScheduleResult:
             limit=cp.settings.schedule_batch,
         )
     result.claimed = len(ids)
+    try:
+        _decide_and_apply(cp, ids=ids, token=token, now=now, result=result)
+    finally:
+        # Whatever this pass did not get to (an error, a job with no decision) is free again.
+        if ids:
+            with transaction(cp.factory) as session:
+                repo.release_claims(session, token=token)
+    for attempt_id in result.placed:
+        launch_attempt(cp, attempt_id=attempt_id)
+    return result
+
+
+def _decide_and_apply(
+    cp: ControlPlane, *, ids: list[str], token: str, now: datetime, result: ScheduleResult
+) -> None:
     with cp.factory() as session:
         pending = [snapshots.job_state(job) for job in repo.jobs_by_ids(session, ids=ids)]
         running = [snapshots.job_state(j, a) for j, a in repo.running_jobs_with_attempts(session)]
         if not pending and not running:
-            return result
+            return
         teams = sorted({job.team for job in [*pending, *running]})
         snapshot = snapshots.build(
             now=now,
@@ -75,9 +90,6 @@ def schedule_once(cp: ControlPlane) -> ScheduleResult:
     result.decide_seconds = time.perf_counter() - started
     for decision in decisions:
         _apply(cp, decision, token=token, result=result)
-    for attempt_id in result.placed:
-        launch_attempt(cp, attempt_id=attempt_id)
-    return result
 
 
 def _spot_available(cp: ControlPlane) -> bool | None:

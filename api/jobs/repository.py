@@ -19,7 +19,7 @@ def get(session: Session, *, job_id: str, team_id: str | None) -> Job | None:
 
 
 def get_for_update(session: Session, *, job_id: str) -> Job | None:
-    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).first()
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update(of=Job)).first()
 
 
 def find_by_idempotency_key(session: Session, *, team_id: str, key: str) -> Job | None:
