@@ -1,0 +1,1 @@
+"""The gpujobs trainer: the program every job runs (`python -m trainer`)."""

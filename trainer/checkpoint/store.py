@@ -1,0 +1,173 @@
+"""Where checkpoint bytes live: a local directory or an S3 prefix, behind one small interface.
+
+Both stores make each object appear atomically (a local file is renamed into place after an
+fsync; an S3 object only exists once its upload completed), which is what lets the manifest,
+written last, stand for a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+MiB = 1024 * 1024
+
+
+class Store(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def list(self, prefix: str = "") -> list[str]: ...
+
+    def delete(self, keys: list[str]) -> None: ...
+
+
+class LocalStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        # The rename is only durable once the directory entry is.
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def get(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def list(self, prefix: str = "") -> list[str]:
+        keys = []
+        for dirpath, _, files in os.walk(self.root):
+            for name in files:
+                if name.startswith("."):
+                    continue  # in-flight temporary files
+                key = (Path(dirpath) / name).relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            (self.root / key).unlink(missing_ok=True)
+        for key in keys:
+            parent = (self.root / key).parent
+            if parent != self.root and parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+
+
+class S3Store:
+    """An S3 prefix. Credentials come from the environment, as boto3 finds them."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = client
+        # Parts of 16 MiB sent 8 at a time keep a single large shard close to the link's speed;
+        # small objects (manifests, rank records) stay single PUTs.
+        self.transfer = TransferConfig(
+            multipart_threshold=32 * MiB,
+            multipart_chunksize=16 * MiB,
+            max_concurrency=8,
+            use_threads=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"S3Store('s3://{self.bucket}/{self.prefix}')"
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put(self, key: str, data: bytes) -> None:
+        if len(data) < self.transfer.multipart_threshold:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            return
+        self.client.upload_fileobj(
+            io.BytesIO(data), self.bucket, self._key(key), Config=self.transfer
+        )
+
+    def get(self, key: str) -> bytes:
+        buffer = io.BytesIO()
+        self.client.download_fileobj(self.bucket, self._key(key), buffer, Config=self.transfer)
+        return buffer.getvalue()
+
+    def list(self, prefix: str = "") -> list[str]:
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                keys.extend(obj["Key"][strip:] for obj in page.get("Contents", []))
+        except self.client.exceptions.NoSuchBucket:
+            return []  # nothing was ever saved here
+        return sorted(keys)
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(k)} for k in keys[start : start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def ensure_bucket(self) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
+                raise
+            self.client.create_bucket(Bucket=self.bucket)
+
+
+def s3_client(endpoint_url: str | None = None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+    config = Config(
+        retries={"max_attempts": 5, "mode": "standard"},
+        max_pool_connections=16,
+        s3={"addressing_style": "path"} if endpoint else {},
+    )
+    return boto3.client("s3", endpoint_url=endpoint, config=config)
+
+
+def open_store(uri: str, *, endpoint_url: str | None = None, create: bool = True) -> Store:
+    """`s3://bucket/prefix`, `file:///dir` or a plain directory path."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ValueError(f"checkpoint URI {uri!r} has no bucket")
+        store = S3Store(parsed.netloc, parsed.path, s3_client(endpoint_url))
+        if create:
+            store.ensure_bucket()
+        return store
+    if parsed.scheme == "file":
+        return LocalStore(Path(parsed.path))
+    if parsed.scheme in ("", None) or len(parsed.scheme) == 1:  # a Windows drive letter
+        return LocalStore(Path(uri))
+    raise ValueError(f"checkpoint URI {uri!r}: use a directory, file:///dir or s3://bucket/prefix")

@@ -1,0 +1,1 @@
+"""Example user workloads (`trainer.examples.linear:build`)."""

@@ -1,0 +1,390 @@
+"""The training loop: build, resume, step, checkpoint, stop.
+
+A step is `grad_accum_steps` micro-batches: DDP gradient sync only on the last one, the loss
+divided by the number of micro-batches, gradients unscaled before clipping. After each step the
+ranks agree on whether to stop (preemption notice) or take a timed checkpoint, so they always
+stop and save at the same step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from gpujobs.resources import ProgressReport
+from gpujobs.runtime import (
+    ENV_JOB_TOKEN,
+    EXIT_PREEMPTED,
+    EXIT_PREEMPTED_NO_CHECKPOINT,
+    RunConfig,
+)
+from trainer import rng
+from trainer.checkpoint import Checkpointer, CheckpointState, Store, discard_after, open_store
+from trainer.checkpoint.reader import load_step, manifest_steps
+from trainer.checkpoint.writer import SaveResult
+from trainer.config import ConfigError, checkpoint_interval
+from trainer.distributed import DistContext, init_distributed
+from trainer.loader import BatchStream, build_loader
+from trainer.optimization import make_optimizer, make_scheduler
+from trainer.precision import Precision, choose_precision
+from trainer.preemption import PreemptionNotice
+from trainer.progress import ApiReporter, MetricsWindow, ProgressLog
+from trainer.sampler import DataPosition, ResumableSampler
+from trainer.workloads import Workload, load_workload
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    step: int
+    total_steps: int
+    steps_run: int
+    train_s: float  # wall time of the steps this process ran, saves included, final save not
+    train_cpu_s: float  # CPU time of this process over the same span (all its threads)
+    checkpoint_stall_s: float  # total time training waited for checkpoints
+    resumed_from: int | None
+    checkpoint_step: int | None
+
+
+class Trainer:
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        dist: DistContext | None = None,
+        stdout: TextIO | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.spec = config.trainer
+        self._own_dist = dist is None
+        self.dist = dist or init_distributed()
+        self.environ = dict(os.environ) if environ is None else environ
+        self.progress = ProgressLog(enabled=self.dist.is_main, stream=stdout)
+        self.notice = PreemptionNotice()
+
+    # -- building -------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        spec, dist = self.spec, self.dist
+        rng.seed_everything(spec.seed)
+        self.workload: Workload = load_workload(spec.workload, spec.args)
+        if spec.grad_checkpointing:
+            if self.workload.set_grad_checkpointing is None:
+                raise ConfigError(
+                    f"workload {spec.workload!r} does not support grad_checkpointing "
+                    "(its Workload has no set_grad_checkpointing)"
+                )
+            self.workload.set_grad_checkpointing(True)
+        self.model: nn.Module = self.workload.model.to(dist.device)
+        self.precision: Precision = choose_precision(spec.amp, dist.device)
+        self.optimizer = make_optimizer(self.model, spec.learning_rate, dist.device)
+        try:
+            self.sampler = ResumableSampler(
+                len(self.workload.train_dataset),  # type: ignore[arg-type]
+                batch_size=spec.batch_size,
+                rank=dist.rank,
+                world_size=dist.world_size,
+                seed=spec.seed,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"batch_size: {exc}") from exc
+        if spec.steps is not None:
+            self.total_steps = spec.steps
+        else:
+            assert spec.epochs is not None
+            per_epoch = self.sampler.batches_per_epoch // spec.grad_accum_steps
+            self.total_steps = max(1, spec.epochs * per_epoch)
+        self.scheduler = make_scheduler(self.optimizer, self.total_steps)
+        self.train_model: nn.Module = self.model
+        if dist.distributed:
+            device_ids = [dist.local_rank] if dist.device.type == "cuda" else None
+            self.train_model = DistributedDataParallel(self.model, device_ids=device_ids)
+        loader = build_loader(
+            self.workload.train_dataset,
+            self.sampler,
+            spec.dataloader,
+            device=dist.device,
+            collate_fn=self.workload.collate_fn,
+        )
+        self.stream = BatchStream(loader, self.sampler, dist.device, spec.seed)
+
+    # -- resuming -------------------------------------------------------------------------
+
+    def _find_checkpoint(self, store: Store) -> CheckpointState | None:
+        """The newest checkpoint every rank can load completely (all ranks agree on it)."""
+        candidates = self.dist.broadcast(manifest_steps(store) if self.dist.is_main else None)
+        for step in candidates:
+            state = load_step(store, step, sorted({self.dist.rank, 0}))
+            if self.dist.all_true(state is not None):
+                return state
+            log.warning("checkpoint at step %d is incomplete or corrupt; trying an older one", step)
+        return None
+
+    def _restore(self, state: CheckpointState) -> None:
+        shared = state.shared
+        self.model.load_state_dict(shared["model"])
+        self.optimizer.load_state_dict(shared["optimizer"])
+        self.scheduler.load_state_dict(shared["scheduler"])
+        if self.precision.scaler.is_enabled() and shared.get("scaler"):
+            self.precision.scaler.load_state_dict(shared["scaler"])
+        part = state.ranks.get(self.dist.rank)
+        exact = part is not None and state.world_size == self.dist.world_size
+        if part is None:
+            part = state.ranks[0]
+        saved = part["data"]
+        position = self.sampler.restore(
+            saved["position"], batch_size=saved["batch_size"], world_size=saved["world_size"]
+        )
+        self.stream.seek(position)
+        if exact:
+            rng.restore(part["rng"])
+        else:
+            self.progress.event(
+                "note",
+                message=f"resuming a {state.world_size}-rank checkpoint on "
+                f"{self.dist.world_size} ranks: data order is kept, the run is not bitwise exact",
+            )
+
+    # -- checkpointing --------------------------------------------------------------------
+
+    def _shared_state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.precision.scaler.state_dict(),
+            "total_steps": self.total_steps,
+        }
+
+    def _rank_part(self) -> dict[str, Any]:
+        return {
+            "rng": rng.capture(),
+            "data": {
+                "position": self.stream.position.state_dict(),
+                "batch_size": self.spec.batch_size,
+                "world_size": self.dist.world_size,
+            },
+        }
+
+    def _save(self, step: int, *, wait: bool) -> float:
+        return self.checkpointer.save(
+            step,
+            shared=self._shared_state() if self.dist.is_main else None,
+            part=self._rank_part(),
+            meta={"job_id": self.config.job_id, "attempt_id": self.config.attempt_id},
+            wait=wait,
+        )
+
+    def _on_saved(self, result: SaveResult) -> None:
+        if result.ok:
+            self.progress.event(
+                "checkpoint",
+                step=result.step,
+                bytes=result.nbytes,
+                upload_s=round(result.upload_s, 4),
+            )
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _train_step(self) -> torch.Tensor:
+        spec, scaler = self.spec, self.precision.scaler
+        accum = spec.grad_accum_steps
+        total = torch.zeros((), device=self.dist.device)
+        for micro in range(accum):
+            batch = self.stream.next()
+            syncing = micro == accum - 1 or not self.dist.distributed
+            no_sync = contextlib.nullcontext() if syncing else self.train_model.no_sync()  # type: ignore[operator]
+            with no_sync:
+                with self.precision.autocast():
+                    loss = self.workload.loss_fn(self.train_model, batch)
+                scaler.scale(loss / accum).backward()
+            total += loss.detach().float()
+        if spec.max_grad_norm is not None:
+            scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), spec.max_grad_norm)
+        scaler.step(self.optimizer)
+        scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return total / accum
+
+    def run(self) -> RunResult:
+        self.notice.install()
+        try:
+            return self._run()
+        finally:
+            self.notice.uninstall()
+            if self._own_dist:
+                self.dist.shutdown()
+
+    def _run(self) -> RunResult:
+        spec, dist, config = self.spec, self.dist, self.config
+        self._build()
+        store = open_store(
+            config.checkpoint_uri, endpoint_url=config.s3_endpoint_url, create=dist.is_main
+        )
+        state = self._find_checkpoint(store)
+        if dist.is_main:
+            discard_after(store, state.step if state else None)
+        nonce = dist.broadcast(uuid.uuid4().hex)
+        dist.barrier()
+        self.checkpointer = Checkpointer(
+            store,
+            rank=dist.rank,
+            world_size=dist.world_size,
+            nonce=nonce,
+            keep_last=spec.checkpoint.keep_last,
+            on_complete=self._on_saved if dist.is_main else None,
+        )
+        step = 0
+        if state is not None:
+            self._restore(state)
+            step = state.step
+            self.checkpointer.last_complete_step = state.step
+        else:
+            self.stream.seek(DataPosition())
+        interval = checkpoint_interval(config)
+        self.progress.event(
+            "resume" if state else "start",
+            step=step,
+            total_steps=self.total_steps,
+            world_size=dist.world_size,
+            device=str(dist.device),
+            amp=str(spec.amp) if self.precision.note is None else self.precision.note,
+            checkpoint_every_steps=interval.every_steps,
+            checkpoint_every_seconds=interval.every_seconds,
+        )
+        reporter = self._reporter()
+        try:
+            return self._loop(step, state.step if state else None, interval, reporter)
+        finally:
+            self.checkpointer.wait()
+            self.stream.close()
+            if reporter is not None:
+                reporter.close()
+
+    def _reporter(self) -> ApiReporter | None:
+        token = self.environ.get(ENV_JOB_TOKEN)
+        if not (self.dist.is_main and self.config.api_url and token):
+            return None
+        return ApiReporter(
+            api_url=self.config.api_url,
+            job_id=self.config.job_id,
+            token=token,
+            every_s=self.config.progress_every_s,
+        )
+
+    def _loop(
+        self, step: int, resumed_from: int | None, interval: Any, reporter: ApiReporter | None
+    ) -> RunResult:
+        spec, dist = self.spec, self.dist
+        samples_per_step = spec.batch_size * spec.grad_accum_steps * dist.world_size
+        window = MetricsWindow(samples_per_step)
+        stall_total, last_stall = 0.0, 0.0
+        last_save_at = time.monotonic()
+        last_report_at = time.monotonic()
+        first_step = step
+        loss: torch.Tensor | None = None
+        started = time.perf_counter()
+        started_cpu = time.process_time()
+        exit_code = EXIT_OK
+
+        def publish() -> None:
+            nonlocal last_report_at
+            figures = window.report(
+                step=step,
+                total_steps=self.total_steps,
+                loss=None if loss is None else float(loss.item()),
+                data_wait_s=self.stream.wait_s,
+            )
+            report = ProgressReport(
+                **figures,
+                checkpoint_stall_s=last_stall,
+                checkpoint_step=self.checkpointer.last_complete_step,
+                attempt_id=self.config.attempt_id,
+            )
+            self.progress.metrics(report)
+            if reporter is not None:
+                reporter.update(report)
+            window.reset(self.stream.wait_s)
+            last_report_at = time.monotonic()
+
+        while step < self.total_steps:
+            loss = self._train_step()
+            step += 1
+            window.steps += 1
+            timed_save = bool(
+                interval.every_seconds
+                and dist.is_main
+                and time.monotonic() - last_save_at >= interval.every_seconds
+            )
+            stop, timed_save = dist.agree_any([self.notice.received, timed_save])
+            last = step == self.total_steps
+            if dist.is_main and (
+                last or stop or time.monotonic() - last_report_at >= self.config.progress_every_s
+            ):
+                publish()
+            if last:
+                break
+            if stop:
+                exit_code = self._preempt(step)
+                break
+            if timed_save or (interval.every_steps and step % interval.every_steps == 0):
+                last_stall = self._save(step, wait=False)
+                stall_total += last_stall
+                last_save_at = time.monotonic()
+        train_s = time.perf_counter() - started
+        train_cpu_s = time.process_time() - started_cpu
+        if exit_code == EXIT_OK:
+            exit_code = self._finish(step, resumed_from)
+        return RunResult(
+            exit_code=exit_code,
+            step=step,
+            total_steps=self.total_steps,
+            steps_run=step - first_step,
+            train_s=train_s,
+            train_cpu_s=train_cpu_s,
+            checkpoint_stall_s=stall_total,
+            resumed_from=resumed_from,
+            checkpoint_step=self.checkpointer.last_complete_step,
+        )
+
+    def _preempt(self, step: int) -> int:
+        saved = False
+        if self.spec.checkpoint.on_preemption:
+            self._save(step, wait=True)
+            result = self.checkpointer.last_result
+            saved = self.dist.all_true(result is not None and result.ok and result.step == step)
+        self.progress.event(
+            "preempted",
+            step=step,
+            checkpoint_step=self.checkpointer.last_complete_step,
+            saved=saved,
+        )
+        return EXIT_PREEMPTED if saved else EXIT_PREEMPTED_NO_CHECKPOINT
+
+    def _finish(self, step: int, resumed_from: int | None) -> int:
+        """The final checkpoint holds the trained weights; without it the run has failed."""
+        if resumed_from != step:
+            self._save(step, wait=True)
+            result = self.checkpointer.last_result
+            ok = self.dist.all_true(result is not None and result.ok and result.step == step)
+        else:
+            ok = True  # resumed from the final checkpoint: nothing left to do
+        self.progress.event("done", step=step, checkpoint_step=self.checkpointer.last_complete_step)
+        return EXIT_OK if ok else EXIT_FAILED

@@ -1,0 +1,116 @@
+"""What the trainer tells the world: JSON lines on stdout (rank 0) and, when an API is
+configured, ProgressReports posted in the background. Reporting never stops or slows training:
+posts happen on their own thread with a short timeout, and failures are only logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+import httpx
+
+from gpujobs.resources import ProgressReport
+
+log = logging.getLogger(__name__)
+
+
+class ProgressLog:
+    def __init__(self, *, enabled: bool, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stdout
+        self._lock = threading.Lock()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        line = json.dumps(record, default=str)
+        with self._lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def event(self, name: str, **fields: Any) -> None:
+        self._write({"event": name, "time": round(time.time(), 3), **fields})
+
+    def metrics(self, report: ProgressReport) -> None:
+        self._write({"time": round(time.time(), 3), **report.model_dump(exclude_none=True)})
+
+
+class MetricsWindow:
+    """Throughput and data-wait fraction since the last report."""
+
+    def __init__(self, samples_per_step: int) -> None:
+        self.samples_per_step = samples_per_step
+        self.reset(0.0)
+
+    def reset(self, data_wait_s: float) -> None:
+        self.start = time.perf_counter()
+        self.steps = 0
+        self.data_wait_start = data_wait_s
+
+    def report(
+        self, *, step: int, total_steps: int, loss: float | None, data_wait_s: float
+    ) -> dict[str, Any]:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        wait = min(1.0, max(0.0, (data_wait_s - self.data_wait_start) / elapsed))
+        return {
+            "step": step,
+            "total_steps": total_steps,
+            "loss": loss if loss is not None and math.isfinite(loss) else None,
+            "samples_per_s": self.steps * self.samples_per_step / elapsed,
+            "data_wait_fraction": wait,
+        }
+
+
+class ApiReporter:
+    """Posts the latest ProgressReport to `{api_url}/v1/jobs/{job_id}/progress` periodically."""
+
+    def __init__(self, *, api_url: str, job_id: str, token: str, every_s: float) -> None:
+        self.url = f"{api_url.rstrip('/')}/v1/jobs/{job_id}/progress"
+        self.every_s = every_s
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(3.0),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        self._latest: ProgressReport | None = None
+        self._sent: ProgressReport | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._failures = 0
+        self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
+        self._thread.start()
+
+    def update(self, report: ProgressReport) -> None:
+        self._latest = report
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self.every_s)
+            self._post()
+
+    def _post(self) -> None:
+        report = self._latest
+        if report is None or report is self._sent:
+            return
+        try:
+            response = self.client.post(self.url, content=report.model_dump_json())
+            response.raise_for_status()
+            self._sent = report
+            self._failures = 0
+        except httpx.HTTPError as exc:
+            self._failures += 1
+            # One line per streak of failures, not one per attempt.
+            if self._failures == 1:
+                log.warning("progress report to %s failed: %s", self.url, exc)
+
+    def close(self) -> None:
+        """Send the last report (best effort) and stop."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=5.0)
+        self._post()
+        self.client.close()
