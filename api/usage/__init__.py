@@ -1,0 +1,1 @@
+"""Usage: spend, savings, lost work and budgets, computed from the attempts ledger."""

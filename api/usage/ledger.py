@@ -1,0 +1,233 @@
+"""Spend from the attempts ledger: pure functions over rows, no database.
+
+Money is integer micro-dollars throughout. An attempt's cost over any slice of its run is
+`C(t1) - C(t0)` for one cumulative function `C`, so slices (days, the period's edges) always add
+up to the whole, exactly:
+
+- a closed attempt with `cost_microusd`: its recorded cost, pro-rated linearly over its run;
+- a running attempt (or a closed one without a recorded cost): `price_per_hour`, by elapsed time,
+  counted up to `now`.
+
+Lost work: for an attempt that ended `preempted`, the run time between its last checkpoint and
+the preemption. With the step counters (`resume_from_step`, `end_step`, `steps_lost`) it is
+`steps_lost / steps run x run time`; with only `checkpoint_every_seconds` it is one checkpoint
+interval (the most a preemption can lose, so waste is never understated); with neither, zero.
+It is attributed to the period and group of the preemption itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gpujobs.usage import MICRO, UsageGroup, UsageGroupBy
+
+US_PER_HOUR = 3_600 * 1_000_000
+PREEMPTED = "preempted"
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One attempt, as the aggregation needs it."""
+
+    team: str
+    job_id: str
+    job_name: str
+    instance_type: str
+    capacity_type: str
+    gpu_count: int
+    nodes: int
+    price_per_hour: float
+    on_demand_price_per_hour: float
+    started_at: datetime | None
+    ended_at: datetime | None
+    end_reason: str | None = None
+    cost_microusd: int | None = None
+    resume_from_step: int | None = None
+    end_step: int | None = None
+    steps_lost: int | None = None
+    checkpoint_every_seconds: float | None = None
+
+
+def microusd_per_hour(price_per_hour: float) -> int:
+    return round(price_per_hour * MICRO)
+
+
+def _div_round(numerator: int, denominator: int) -> int:
+    """numerator / denominator rounded half up, in integers (both non-negative)."""
+    return (2 * numerator + denominator) // (2 * denominator)
+
+
+def _us(delta: timedelta) -> int:
+    return max(0, (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
+def cost_microusd(*, price_per_hour: float, started_at: datetime, ended_at: datetime) -> int:
+    """What running at `price_per_hour` from `started_at` to `ended_at` costs, in micro-dollars.
+
+    The reconciler should close attempts with this, so the ledger and usage agree to the cent.
+    """
+    return _div_round(microusd_per_hour(price_per_hour) * _us(ended_at - started_at), US_PER_HOUR)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One attempt's run: start, effective end, and its cumulative cost functions."""
+
+    row: LedgerRow
+    start: datetime
+    end: datetime
+
+    @property
+    def gpus(self) -> int:
+        return self.row.gpu_count * self.row.nodes
+
+    def cost_to(self, t: datetime) -> int:
+        elapsed = _us(min(t, self.end) - self.start)
+        recorded = self.row.cost_microusd
+        if self.row.ended_at is not None and recorded is not None:
+            full = _us(self.end - self.start)
+            return (
+                recorded if full == 0 or elapsed >= full else _div_round(recorded * elapsed, full)
+            )
+        return _div_round(microusd_per_hour(self.row.price_per_hour) * elapsed, US_PER_HOUR)
+
+    def on_demand_cost_to(self, t: datetime) -> int:
+        elapsed = _us(min(t, self.end) - self.start)
+        rate = microusd_per_hour(self.row.on_demand_price_per_hour)
+        return _div_round(rate * elapsed, US_PER_HOUR)
+
+    def gpu_hours(self, t0: datetime, t1: datetime) -> float:
+        return self.gpus * _us(t1 - t0) / US_PER_HOUR
+
+    def lost_us(self) -> int:
+        row = self.row
+        duration = _us(self.end - self.start)
+        if row.steps_lost is not None and row.end_step is not None:
+            ran = row.end_step - (row.resume_from_step or 0)
+            if row.steps_lost <= 0:
+                return 0
+            if ran > 0:
+                return min(duration, duration * min(row.steps_lost, ran) // ran)
+        if row.steps_lost == 0:
+            return 0
+        if row.checkpoint_every_seconds:
+            return min(duration, round(row.checkpoint_every_seconds * 1_000_000))
+        return 0
+
+
+@dataclass
+class _Totals:
+    label: str | None = None
+    attempts: set[int] = field(default_factory=set)
+    running: set[int] = field(default_factory=set)
+    gpu_hours: float = 0.0
+    cost: int = 0
+    on_demand: int = 0
+    preemptions: int = 0
+    lost_gpu_hours: float = 0.0
+    lost_cost: int = 0
+    by_capacity: dict[str, int] = field(default_factory=dict)
+
+    def result(self, key: str) -> UsageGroup:
+        return UsageGroup(
+            key=key,
+            label=self.label,
+            attempts=len(self.attempts),
+            running=len(self.running),
+            gpu_hours=round(self.gpu_hours, 6),
+            cost_microusd=self.cost,
+            on_demand_cost_microusd=self.on_demand,
+            preemptions=self.preemptions,
+            lost_gpu_hours=round(self.lost_gpu_hours, 6),
+            lost_cost_microusd=self.lost_cost,
+            cost_microusd_by_capacity_type=dict(sorted(self.by_capacity.items())),
+        )
+
+
+KeyFn = Callable[[LedgerRow, datetime], tuple[str, str | None]]
+
+_KEYS: dict[UsageGroupBy, KeyFn] = {
+    UsageGroupBy.TEAM: lambda row, _: (row.team, None),
+    UsageGroupBy.JOB: lambda row, _: (row.job_id, row.job_name),
+    UsageGroupBy.INSTANCE_TYPE: lambda row, _: (row.instance_type, None),
+    UsageGroupBy.CAPACITY_TYPE: lambda row, _: (row.capacity_type, None),
+    UsageGroupBy.DAY: lambda _, at: (at.date().isoformat(), None),
+}
+
+
+def _day_slices(t0: datetime, t1: datetime) -> Iterator[tuple[datetime, datetime]]:
+    """[t0, t1) cut at UTC midnights."""
+    while t0 < t1:
+        midnight = t0.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+        cut = min(midnight, t1)
+        yield t0, cut
+        t0 = cut
+
+
+def aggregate(
+    rows: Iterable[LedgerRow],
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    group_by: UsageGroupBy,
+) -> tuple[list[UsageGroup], UsageGroup]:
+    """Per-group and total usage of `rows` clipped to [start, end), running attempts up to now."""
+    key_of = _KEYS[group_by]
+    groups: dict[str, _Totals] = {}
+    total = _Totals()
+
+    def bucket(row: LedgerRow, at: datetime) -> list[_Totals]:
+        key, label = key_of(row, at)
+        totals = groups.setdefault(key, _Totals(label=label))
+        return [totals, total]
+
+    for index, row in enumerate(rows):
+        if row.started_at is None:
+            if _preempted_in(row, start, end):
+                for totals in bucket(row, row.ended_at):  # type: ignore[arg-type]
+                    totals.preemptions += 1
+            continue
+        run = _Run(row=row, start=row.started_at, end=max(row.started_at, row.ended_at or now))
+        t0, t1 = max(run.start, start), min(run.end, end)
+        slices = _day_slices(t0, t1) if group_by == UsageGroupBy.DAY else [(t0, t1)]
+        for a, b in slices if t0 < t1 else []:
+            cost = run.cost_to(b) - run.cost_to(a)
+            for totals in bucket(row, a):
+                totals.attempts.add(index)
+                if row.ended_at is None:
+                    totals.running.add(index)
+                totals.gpu_hours += run.gpu_hours(a, b)
+                totals.cost += cost
+                totals.on_demand += run.on_demand_cost_to(b) - run.on_demand_cost_to(a)
+                capacity = row.capacity_type
+                totals.by_capacity[capacity] = totals.by_capacity.get(capacity, 0) + cost
+        if _preempted_in(row, start, end):
+            _add_lost_work(run, start=start, into=bucket(row, run.end))
+    ordered = sorted(groups.items(), key=_order(group_by))
+    return [totals.result(key) for key, totals in ordered], total.result("total")
+
+
+def _preempted_in(row: LedgerRow, start: datetime, end: datetime) -> bool:
+    return row.end_reason == PREEMPTED and row.ended_at is not None and start <= row.ended_at < end
+
+
+def _add_lost_work(run: _Run, *, start: datetime, into: list[_Totals]) -> None:
+    lost_from = max(run.end - timedelta(microseconds=run.lost_us()), start, run.start)
+    lost_cost = run.cost_to(run.end) - run.cost_to(lost_from)
+    for totals in into:
+        totals.preemptions += 1
+        totals.lost_gpu_hours += run.gpu_hours(lost_from, run.end)
+        totals.lost_cost += lost_cost
+
+
+def _order(group_by: UsageGroupBy) -> Callable[[tuple[str, _Totals]], tuple[int, str]]:
+    if group_by == UsageGroupBy.DAY:
+        return lambda item: (0, item[0])
+    return lambda item: (-item[1].cost, item[0])
+
+
+def month_start(now: datetime) -> datetime:
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

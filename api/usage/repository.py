@@ -1,0 +1,71 @@
+"""Every query the usage report needs: attempts overlapping a period, teams and budgets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from api.models import Job, JobAttempt, Team, TeamBudget
+from api.usage.ledger import PREEMPTED, LedgerRow
+
+
+def ledger_rows(
+    session: Session, *, team_id: str | None, start: datetime, end: datetime
+) -> list[LedgerRow]:
+    """Attempts that ran during [start, end), or were preempted in it (None team_id = all)."""
+    ran = and_(
+        JobAttempt.started_at.is_not(None),
+        JobAttempt.started_at < end,
+        or_(JobAttempt.ended_at.is_(None), JobAttempt.ended_at >= start),
+    )
+    preempted_before_start = and_(
+        JobAttempt.started_at.is_(None),
+        JobAttempt.end_reason == PREEMPTED,
+        JobAttempt.ended_at >= start,
+        JobAttempt.ended_at < end,
+    )
+    query = (
+        select(JobAttempt, Job.name, Team.name)
+        .join(Job, Job.id == JobAttempt.job_id)
+        .join(Team, Team.id == JobAttempt.team_id)
+        .where(or_(ran, preempted_before_start))
+        .order_by(JobAttempt.id)
+    )
+    if team_id is not None:
+        query = query.where(JobAttempt.team_id == team_id)
+    return [
+        LedgerRow(
+            team=team_name,
+            job_id=attempt.job_id,
+            job_name=job_name,
+            instance_type=attempt.instance_type,
+            capacity_type=attempt.capacity_type,
+            gpu_count=attempt.gpu_count,
+            nodes=attempt.nodes,
+            price_per_hour=attempt.price_per_hour,
+            on_demand_price_per_hour=attempt.on_demand_price_per_hour,
+            started_at=attempt.started_at,
+            ended_at=attempt.ended_at,
+            end_reason=attempt.end_reason,
+            cost_microusd=attempt.cost_microusd,
+            resume_from_step=attempt.resume_from_step,
+            end_step=attempt.end_step,
+            steps_lost=attempt.steps_lost,
+            checkpoint_every_seconds=attempt.checkpoint_every_seconds,
+        )
+        for attempt, job_name, team_name in session.execute(query)
+    ]
+
+
+def teams_with_budgets(session: Session, *, team_id: str | None) -> list[tuple[str, int | None]]:
+    """(team name, monthly budget in micro-dollars or None), by name."""
+    query = (
+        select(Team.name, TeamBudget.monthly_microusd)
+        .outerjoin(TeamBudget, TeamBudget.team_id == Team.id)
+        .order_by(Team.name)
+    )
+    if team_id is not None:
+        query = query.where(Team.id == team_id)
+    return [(name, budget) for name, budget in session.execute(query)]

@@ -1,0 +1,5 @@
+import sys
+
+from gpujobs.cli.main import main
+
+sys.exit(main())

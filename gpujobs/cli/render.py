@@ -1,0 +1,102 @@
+"""Output for people (aligned tables, a live progress bar) and for scripts (JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from pydantic import BaseModel
+
+from gpujobs.resources import Job, JobAttempt
+
+
+def money(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"-${-usd:,.2f}" if usd < 0 else f"${usd:,.2f}"
+
+
+def when(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
+    cells = [[("-" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    for row in [list(headers), *cells]:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def to_json(value: BaseModel | Sequence[BaseModel] | dict[str, Any] | list[Any]) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, dict):
+        return {k: to_json(v) if isinstance(v, BaseModel | list) else v for k, v in value.items()}
+    return [to_json(v) if isinstance(v, BaseModel) else v for v in value]
+
+
+def print_json(value: Any, out: TextIO = sys.stdout) -> None:
+    out.write(json.dumps(to_json(value), indent=2) + "\n")
+
+
+def progress_text(job: Job) -> str:
+    p = job.progress
+    if p is None:
+        return "-"
+    if p.total_steps:
+        return f"{p.step}/{p.total_steps} ({100 * p.step / p.total_steps:.0f}%)"
+    return f"step {p.step}"
+
+
+def cost_so_far(attempts: Sequence[JobAttempt], now: datetime | None = None) -> float:
+    """Closed attempts at their recorded cost; a running one at its price up to now."""
+    now = now or datetime.now(UTC)
+    total = 0.0
+    for attempt in attempts:
+        if attempt.cost is not None:
+            total += attempt.cost
+        elif attempt.started_at is not None:
+            end = attempt.ended_at or now
+            total += (
+                attempt.price_per_hour * max(0.0, (end - attempt.started_at).total_seconds()) / 3600
+            )
+    return total
+
+
+class ProgressBar:
+    """One line redrawn with \\r on a terminal; on anything else, a line per change."""
+
+    def __init__(self, out: TextIO, *, width: int = 30) -> None:
+        self.out = out
+        self.width = width
+        self.tty = out.isatty()
+        self.last = ""
+        self.last_state: tuple[object, ...] = ()
+
+    def update(self, job: Job, cost: float) -> None:
+        p = job.progress
+        if p is not None and p.total_steps:
+            done = min(1.0, p.step / p.total_steps)
+            filled = int(done * self.width)
+            bar = "[" + "#" * filled + "." * (self.width - filled) + "]"
+            steps = f"{bar} {p.step}/{p.total_steps} steps {done:4.0%}"
+        elif p is not None:
+            steps = f"step {p.step}"
+        else:
+            steps = "waiting for the first progress report"
+        line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(cost)}"
+        state = (job.status, p.step if p else None, job.attempts)
+        if self.tty:
+            self.out.write("\r" + line.ljust(len(self.last)))
+            self.out.flush()
+        elif state != self.last_state:
+            self.out.write(line + "\n")
+        self.last, self.last_state = line, state
+
+    def finish(self) -> None:
+        if self.tty and self.last:
+            self.out.write("\n")
+            self.out.flush()

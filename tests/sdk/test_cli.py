@@ -1,0 +1,199 @@
+"""The `gpujobs` command against a real running API: output, JSON and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpujobs.cli import main
+from gpujobs.cli.render import ProgressBar
+from gpujobs.client import Client, load_spec
+from gpujobs.resources import Job, JobStatus, Progress
+from gpujobs.spec import JobSpec
+from tests.sdk.flaky import Answer, flaky_server
+from tests.sdk.server import LiveApi, free_port
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+GPT_SMALL = str(EXAMPLES / "gpt-small.yaml")
+
+
+@pytest.fixture
+def env(api: LiveApi, team_token: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("GPUJOBS_URL", api.url)
+    monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
+    return {"url": api.url, "token": team_token}
+
+
+def gpujobs(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_examples_are_valid_job_specs() -> None:
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert {f.name for f in files} >= {"gpt-small.yaml", "resnet-spot.yaml", "deadline.yaml"}
+    for file in files:
+        assert isinstance(load_spec(file), JobSpec), file
+
+
+def test_submit_ls_show_cancel(env: dict[str, str]) -> None:
+    code, out = gpujobs("submit", GPT_SMALL)
+    assert code == 0 and out.startswith("submitted ")
+    job_id = out.split()[1]
+
+    code, out = gpujobs("submit", str(EXAMPLES / "resnet-spot.yaml"), "--json")
+    assert code == 0
+    second = json.loads(out)
+    assert second["name"] == "resnet-spot" and second["status"] == "PENDING"
+
+    code, out = gpujobs("ls")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:4] == ["ID", "NAME", "TEAM", "STATUS"]
+    assert [line.split()[1] for line in lines[1:]] == ["resnet-spot", "gpt-small"]
+
+    code, out = gpujobs("cancel", job_id)
+    assert code == 0 and out.split() == [job_id, "gpt-small", "CANCELLED"]
+
+    code, out = gpujobs("ls", "--status", "cancelled", "--json")
+    assert [j["id"] for j in json.loads(out)] == [job_id]
+
+    code, out = gpujobs("show", job_id)
+    assert code == 0
+    assert "status:" in out and "CANCELLED (cancelled by user)" in out
+    code, out = gpujobs("show", job_id, "--json")
+    assert json.loads(out)["job"]["id"] == job_id and json.loads(out)["attempts"] == []
+
+
+def test_submit_wait_exits_1_when_the_job_is_cancelled(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def cancel_once_submitted() -> None:
+        with Client(env["url"], env["token"]) as gj:
+            while True:
+                pending = list(gj.list(status="PENDING"))
+                if pending:
+                    gj.cancel(pending[0].id)
+                    return
+                time.sleep(0.01)
+
+    canceller = threading.Thread(target=cancel_once_submitted, daemon=True)
+    canceller.start()
+    code, out = gpujobs("submit", GPT_SMALL, "--wait", "--poll", "0.02")
+    canceller.join(timeout=30)
+    assert code == 1
+    assert out.split()[1:3] == ["gpt-small", "CANCELLED"]
+    progress = capsys.readouterr().err
+    assert "waiting for the first progress report" in progress and "CANCELLED" in progress
+
+
+def test_wait_timeout_exits_7(env: dict[str, str]) -> None:
+    code, _ = gpujobs("submit", GPT_SMALL, "--wait", "--timeout", "0.05", "--poll", "0.01")
+    assert code == 7
+
+
+def test_an_invalid_spec_exits_2_naming_the_fields(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: ok\ntrainer: {steps: 10, amp: fp8}\ncolour: blue\n")
+    code, _ = gpujobs("submit", str(spec))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "trainer.amp:" in err and "colour:" in err
+
+
+def test_usage_errors_exit_2(env: dict[str, str]) -> None:
+    assert gpujobs("frobnicate")[0] == 2
+    assert gpujobs("ls", "--status", "SLEEPING")[0] == 2
+
+
+def test_not_found_auth_and_connection_exit_codes(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert gpujobs("show", "00000000-0000-7000-8000-000000000000")[0] == 3
+    assert gpujobs("ls", "--token", "gpj_wrong")[0] == 4
+    assert "GPUJOBS_TOKEN" in capsys.readouterr().err
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    assert gpujobs("ls", "--url", unreachable, "--retries", "1")[0] == 5
+
+
+def test_usage_prints_a_table_and_json(env: dict[str, str]) -> None:
+    code, out = gpujobs("usage", "--group-by", "capacity_type")
+    assert code == 0 and "TOTAL" in out and "GPU-H" in out
+    code, out = gpujobs(
+        "usage", "--from", "2025-01-01T00:00:00Z", "--to", "2025-02-01T00:00:00Z", "--json"
+    )
+    report = json.loads(out)
+    assert report["from"] == "2025-01-01T00:00:00Z" and report["total"]["cost_microusd"] == 0
+    code, out = gpujobs("usage", "--from", "2025-01-01", "--to", "2025-01-02 12:00", "--json")
+    assert (json.loads(out)["from"], json.loads(out)["to"]) == (
+        "2025-01-01T00:00:00Z",
+        "2025-01-02T12:00:00Z",
+    )
+    code, _ = gpujobs("usage", "--from", "2025-02-01T00:00:00Z", "--to", "2025-01-01T00:00:00Z")
+    assert code == 2
+    assert gpujobs("usage", "--from", "last tuesday")[0] == 2
+
+
+def test_estimate_and_logs_through_their_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = [
+        {"gpu_model": "L4", "capacity_type": "spot", "expected_cost": 3.5, "p_on_time": 0.97},
+        {"gpu_model": "A100", "capacity_type": "on_demand", "expected_cost": 11.25},
+    ]
+    with flaky_server() as (url, server):
+        server.on("POST", "/v1/estimate", Answer(200, plans), Answer(200, plans))
+        server.on("GET", "/v1/jobs/j1/logs", Answer(200, chunks=["loss 2.1\n", "loss 1.9\n"]))
+        monkeypatch.setenv("GPUJOBS_URL", url)
+        monkeypatch.setenv("GPUJOBS_TOKEN", "t")
+        code, out = gpujobs("estimate", GPT_SMALL)
+        assert code == 0
+        header, first, second = out.splitlines()
+        assert header.split() == ["#", "GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST", "P_ON_TIME"]
+        assert first.split() == ["1", "L4", "spot", "$3.50", "97%"]
+        assert second.split() == ["2", "A100", "on_demand", "$11.25", "-"]
+        assert json.loads(gpujobs("estimate", GPT_SMALL, "--json")[1]) == plans
+        assert gpujobs("logs", "j1", "-f") == (0, "loss 2.1\nloss 1.9\n")
+
+
+def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = ProgressBar(screen, width=10)
+    job = Job.model_validate(
+        {
+            "id": "j",
+            "team": "t",
+            "name": "n",
+            "status": JobStatus.RUNNING,
+            "spec": {"name": "n", "trainer": {"steps": 200}},
+            "created_at": "2025-01-01T00:00:00Z",
+            "updated_at": "2025-01-01T00:00:00Z",
+            "attempts": 2,
+        }
+    )
+    job.progress = Progress(step=120, total_steps=200)
+    bar.update(job, 1.5)
+    bar.finish()
+    text = screen.getvalue()
+    assert text.startswith("\r") and text.endswith("\n")
+    assert "[######....] 120/200 steps  60%" in text
+    assert "attempts 2" in text and "$1.50" in text
+
+
+def test_the_console_script_runs_as_a_module(env: dict[str, str]) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "gpujobs.cli", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0
+    assert "exit codes" in run.stdout and "submit" in run.stdout
