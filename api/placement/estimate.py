@@ -14,7 +14,10 @@ from api.pricing.offers import Offer
 from api.pricing.preemption import Priors
 from gpujobs.spec import CapacityType, JobSpec
 
-LIKELY = 0.9  # plans below this chance of meeting the deadline rank after those above it
+# Plans below this chance of meeting the deadline rank after those above it.
+LIKELY = 0.9
+# Beyond ten years a finish time means nothing (and soon is not a representable datetime).
+MAX_HOURS = 24 * 3650
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ def estimate(
                 price_per_hour=price,
                 reservation_id=reservation_id,
                 expected_cost=out.expected_cost,
-                expected_finish=now + timedelta(hours=out.expected_hours),
+                expected_finish=now + timedelta(hours=min(out.expected_hours, MAX_HOURS)),
                 p_meet_deadline=out.p_meet_deadline,
                 checkpoint_every_seconds=out.checkpoint_every_seconds,
             )

@@ -1,21 +1,10 @@
 import numpy as np
 import pytest
 
-from benchmarks.spot_policy import (
-    IDLE,
-    ON_DEMAND,
-    SPOT,
-    OursPolicy,
-    Setting,
-    Trace,
-    greedy_policy,
-    omniscient_costs,
-    omniscient_plan,
-    on_demand_policy,
-    replay,
-    simulate,
-    uniform_progress_policy,
-)
+from benchmarks.spot.adapter import OursPolicy
+from benchmarks.spot.omniscient import omniscient_costs, omniscient_plan
+from benchmarks.spot.policies import greedy_policy, on_demand_policy, uniform_progress_policy
+from benchmarks.spot.simulator import IDLE, ON_DEMAND, SPOT, Setting, Trace, replay, simulate
 
 
 def setting(work: int, deadline: int, d: int) -> Setting:

@@ -1,0 +1,1 @@
+"""The price catalog over HTTP, and what is known unavailable right now."""

@@ -1,0 +1,2 @@
+"""Estimates: ranked plans for a spec before it is submitted, and the feasibility rules that
+admission shares."""

@@ -1,0 +1,17 @@
+"""/v1/estimate: price a spec without submitting it."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from api.estimates import service
+from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
+from gpujobs.plans import Estimate
+from gpujobs.spec import JobSpec
+
+router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RESPONSES)
+
+
+@router.post("", response_model=Estimate)
+def estimate(spec: JobSpec, session: SessionDep, principal: PrincipalDep) -> Response:
+    return respond(service.estimate(session, principal=principal, spec=spec))

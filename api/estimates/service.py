@@ -1,0 +1,79 @@
+"""POST /v1/estimate: what running a spec would cost, without creating a job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from api.auth import Principal
+from api.budgets.service import remaining_usd
+from api.catalog import repository as capacity
+from api.catalog import views as catalog_views
+from api.estimates import feasibility, planning
+from api.models import utcnow
+from api.placement import Plan
+from api.pricing.catalog import Catalog, default_catalog
+from api.pricing.preemption import Priors, default_priors
+from api.reservations import repository as reservations
+from gpujobs import plans as contract
+from gpujobs.spec import JobSpec
+
+PLANS_SHOWN = 20
+
+
+def slots(session: Session, *, now: datetime) -> list[feasibility.Slot]:
+    """Reservations in force now or later, as feasibility sees them."""
+    rows = reservations.active(session, now=now, upcoming=True)
+    return [feasibility.Slot(r.zone, r.instance_type, r.count) for r in rows]
+
+
+def estimate(
+    session: Session,
+    *,
+    principal: Principal,
+    spec: JobSpec,
+    now: datetime | None = None,
+    catalog: Catalog | None = None,
+    priors: Priors | None = None,
+) -> contract.Estimate:
+    """Ranked plans with today's reservations (and their free nodes) and without the zones that
+    have no spot capacity now; a spec that nothing could run is a 422 naming the field."""
+    principal.require_team_token()
+    now = now or utcnow()
+    catalog = catalog or default_catalog()
+    feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
+    ranked = planning.plans(
+        spec,
+        catalog=catalog,
+        priors=priors or default_priors(),
+        now=now,
+        reservations=reservations.with_usage(session, now=now),
+        unavailable=capacity.no_capacity(session, now=now),
+        limit=PLANS_SHOWN,
+    )
+    team_id = principal.team_id
+    return contract.Estimate(
+        plans=[plan(p) for p in ranked],
+        estimated_hours=spec.estimated_hours or 0.0,
+        deadline_at=spec.deadline_at(now),
+        remaining_budget=remaining_usd(session, team_id=team_id, now=now) if team_id else None,
+        generated_at=now,
+    )
+
+
+def plan(p: Plan) -> contract.Plan:
+    return contract.Plan(
+        gpu_model=p.offer.gpu_model,
+        instance_type=p.offer.instance_type,
+        zone=p.offer.zone,
+        capacity_type=p.capacity_type,
+        nodes=p.nodes,
+        price_per_hour=p.price_per_hour,
+        expected_cost=p.expected_cost,
+        expected_finish=p.expected_finish,
+        p_meet_deadline=p.p_meet_deadline,
+        checkpoint_every_seconds=p.checkpoint_every_seconds,
+        reservation_id=p.reservation_id,
+        offer=catalog_views.offer(p.offer),
+    )

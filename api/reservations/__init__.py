@@ -1,0 +1,1 @@
+"""Reservations: prepaid capacity pools that admins register and the scheduler fills first."""

@@ -1,0 +1,101 @@
+"""POST /v1/estimate: ranked plans without creating a job, with reservations and outages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.database import transaction
+from api.models import SpotObservation
+from tests.budgets.support import ADMIN, add_attempt
+from tests.conftest import job_body
+
+URL = "/v1/estimate"
+ZONE, TYPE = "use1-az5", "g4dn.xlarge"
+# One T4 instance type in one region, so the zone under test is always among the plans.
+RESOURCES = {"gpu_models": ["T4"], "regions": ["us-east-1"]}
+
+
+def spec(**overrides: object) -> dict[str, object]:
+    body = {"resources": RESOURCES, "estimated_hours": 4, "deadline_hours": 24}
+    body.update(overrides)
+    return job_body("estimated", **body)
+
+
+def plans_in_zone(body: dict[str, object]) -> list[tuple[str, str | None]]:
+    plans = body["plans"]
+    assert isinstance(plans, list)
+    return [
+        (p["capacity_type"], p["reservation_id"])
+        for p in plans
+        if p["zone"] == ZONE and p["instance_type"] == TYPE
+    ]
+
+
+def test_ranked_plans_without_creating_a_job(client: TestClient, auth: dict[str, str]) -> None:
+    response = client.post(URL, json=spec(), headers=auth)
+    assert response.status_code == 200
+    body = response.json()
+    plans = body["plans"]
+    assert plans and body["estimated_hours"] == 4 and body["remaining_budget"] is None
+    first = plans[0]
+    assert first["offer"]["gpu_model"] == "T4" and first["offer"]["region"] == "us-east-1"
+    assert first["nodes"] == 1 and first["expected_cost"] > 0 and first["price_per_hour"] > 0
+    assert first["checkpoint_every_seconds"] > 0 and 0 <= first["p_meet_deadline"] <= 1
+    likely = [p for p in plans if p["p_meet_deadline"] >= 0.9]
+    assert [p["expected_cost"] for p in likely] == sorted(p["expected_cost"] for p in likely)
+    assert client.get("/v1/jobs", headers=auth).json()["items"] == []
+
+
+def test_estimated_hours_is_required(client: TestClient, auth: dict[str, str]) -> None:
+    response = client.post(URL, json=job_body(resources=RESOURCES), headers=auth)
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"][0]["field"] == "estimated_hours"
+    response = client.post(URL, json=spec(resources={"gpu_models": ["Z9000"]}), headers=auth)
+    assert response.json()["error"]["fields"][0]["field"] == "resources.gpu_models"
+
+
+def test_reserved_plans_use_free_reservation_nodes(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    reservation = {"cloud": "aws", "region": "us-east-1", "zone": ZONE, "instance_type": TYPE}
+    created = client.post(
+        "/v1/admin/reservations",
+        json={**reservation, "count": 2, "price_per_hour": 0.1},
+        headers=ADMIN,
+    ).json()
+    body = client.post(URL, json=spec(), headers=auth).json()
+    assert body["plans"][0]["reservation_id"] == created["id"]
+    assert body["plans"][0]["capacity_type"] == "reserved"
+    assert body["plans"][0]["expected_cost"] == 0
+    started = datetime.now(UTC) - timedelta(minutes=5)
+    add_attempt(session_factory, started_at=started, nodes=2, reservation_id=created["id"])
+    body = client.post(URL, json=spec(), headers=auth).json()
+    assert all(p["reservation_id"] is None for p in body["plans"])
+
+
+def test_zones_without_spot_capacity_are_left_out(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    assert ("spot", None) in plans_in_zone(client.post(URL, json=spec(), headers=auth).json())
+    now = datetime.now(UTC)
+    with transaction(session_factory) as session:
+        session.add(
+            SpotObservation(
+                zone=ZONE, instance_type=TYPE, no_capacity_until=now + timedelta(hours=1)
+            )
+        )
+    in_zone = plans_in_zone(client.post(URL, json=spec(), headers=auth).json())
+    assert ("spot", None) not in in_zone and ("on_demand", None) in in_zone
+    with transaction(session_factory) as session:
+        observation = session.get(SpotObservation, (ZONE, TYPE))
+        assert observation is not None
+        observation.no_capacity_until = now - timedelta(minutes=1)
+    assert ("spot", None) in plans_in_zone(client.post(URL, json=spec(), headers=auth).json())
+
+
+def test_the_teams_remaining_budget_is_shown(client: TestClient, auth: dict[str, str]) -> None:
+    client.put("/v1/admin/teams/team-a/budget", json={"monthly_usd": 25}, headers=ADMIN)
+    assert client.post(URL, json=spec(), headers=auth).json()["remaining_budget"] == 25
