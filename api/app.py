@@ -8,12 +8,21 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import health
+from api import health, metrics
+from api.admission import default_admission
+from api.budgets import endpoints as budgets
+from api.catalog import endpoints as catalog
+from api.dashboard import endpoints as dashboard
 from api.database import make_engine, make_session_factory
+from api.estimates import endpoints as estimates
 from api.http import BodyLimit, install_error_handlers
 from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
+from api.logs import endpoints as job_logs
+from api.logs.endpoints import LogReader
+from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
+from api.usage import endpoints as usage
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,7 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     nudge: Nudge | None = None,
     admission: AdmissionCheck | None = None,
+    logs: LogReader | None = None,
 ) -> FastAPI:
     settings = settings or get_settings()
     app = FastAPI(
@@ -42,11 +52,21 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(make_engine(settings))
     app.state.nudge = nudge or celery_nudge(settings) or _no_nudge
-    app.state.admission = admission
+    app.state.admission = admission if admission is not None else default_admission
+    app.state.logs = logs
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(job_logs.router)
+    app.include_router(usage.router)
+    app.include_router(dashboard.router)
+    app.include_router(metrics.router)
+    app.include_router(catalog.router)
+    app.include_router(estimates.router)
+    app.include_router(reservations.router)
+    app.include_router(budgets.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(metrics.RequestMetrics)
     return app
 
 

@@ -28,6 +28,12 @@ class Principal:
         if self.job_id is not None:
             raise Forbidden("a job token may only report progress for its own job")
 
+    def require_team(self) -> None:
+        """Acting as a team (submitting a job): the operator's admin token belongs to none."""
+        self.require_team_token()
+        if not self.team_id:
+            raise Forbidden("the admin token belongs to no team; use a team's token")
+
     def require_admin(self) -> None:
         if not self.is_admin:
             raise Forbidden("this needs an admin token")

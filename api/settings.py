@@ -42,6 +42,7 @@ class Settings(BaseSettings):
         0.2, description="Provisioning + restore time of a new attempt, as the policy sees it."
     )
     launch_timeout_s: float = 600.0
+    worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
 
     # Launchers
     launcher: Literal["local", "kubernetes"] = "local"

@@ -1,6 +1,6 @@
 # gpujobs API image: FastAPI server + alembic migrations (no torch).
 #   docker build -f docker/api.Dockerfile -t gpujobs-api .
-# Runs: uvicorn api.main:app (default CMD); migrations: `alembic upgrade head` (WORKDIR has alembic.ini).
+# Runs: uvicorn worker.api_app:app (default CMD); migrations: `alembic upgrade head` (WORKDIR has alembic.ini).
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -45,4 +45,4 @@ USER 10001:10001
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"]
-CMD ["uvicorn", "api.main:app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "worker.api_app:app", "--host", "0.0.0.0", "--port", "8000"]

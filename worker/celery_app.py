@@ -11,7 +11,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from celery import Celery
+from celery.signals import worker_ready
 
+from api import metrics
 from api.settings import get_settings
 from worker.control import ControlPlane, build_control_plane
 from worker.reconciler import reconcile_once
@@ -32,6 +34,13 @@ app.conf.update(
         "reconcile": {"task": "gpujobs.reconcile", "schedule": settings.reconcile_interval_s},
     },
 )
+
+
+@worker_ready.connect
+def _serve_metrics(**_: object) -> None:
+    # The worker's counters (decisions, preemptions, dollars) live in this process.
+    if settings.worker_metrics_port:
+        metrics.serve(settings.worker_metrics_port, addr=settings.host)
 
 
 @lru_cache

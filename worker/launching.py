@@ -46,9 +46,14 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         return None
     with transaction(cp.factory) as session:
         attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
-        if attempt is not None and attempt.launch_handle is None:
+        closed = attempt is None or attempt.ended_at is not None
+        if attempt is not None and not closed and attempt.launch_handle is None:
             attempt.launch_handle = handle
             attempt.launched_at = cp.clock()
+    if closed:
+        # Closed while we launched (a cancel, or a launch given up as lost): nothing watches
+        # or bills what we just started, so stop it.
+        stop_attempt(cp, handle=handle)
     return handle
 
 

@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from api import metrics
 from api.auth import revoke_job_tokens
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
+from api.usage.ledger import cost_microusd
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType, JobSpec
 from worker import repository as repo
@@ -105,8 +107,13 @@ def _close(
     """End the attempt and put it on the ledger: cost = price x the time it held capacity."""
     attempt.ended_at = now
     attempt.end_reason = end_reason
-    seconds = (now - attempt.started_at).total_seconds() if attempt.started_at else 0.0
-    attempt.cost_microusd = round(attempt.price_per_hour * max(0.0, seconds) / 3600.0 * MICRO)
+    started = attempt.started_at
+    attempt.cost_microusd = (
+        cost_microusd(price_per_hour=attempt.price_per_hour, started_at=started, ended_at=now)
+        if started is not None and started < now
+        else 0
+    )
+    metrics.record_dollars(attempt.cost_microusd / MICRO)
     progress = (job.progress if job else None) or {}
     step = progress.get("step")
     checkpoint = job.resume_from_step if job else None
@@ -139,6 +146,7 @@ def _observe_capacity(
 def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcome) -> None:
     if result.preempted:
         job.preemptions += 1
+        metrics.record_preemption()
     if result.failure and JobStatus.PENDING in result.path:
         job.restarts += 1
     data = {"attempt_id": attempt.id, "attempt": attempt.number}

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from api import metrics
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import JobAttempt, new_id
@@ -88,6 +89,9 @@ def _decide_and_apply(
     started = time.perf_counter()
     decisions = decide(snapshot)
     result.decide_seconds = time.perf_counter() - started
+    per_decision = result.decide_seconds / max(1, len(decisions))
+    for decision in decisions:
+        metrics.record_decision(type(decision).__name__.lower(), per_decision)
     for decision in decisions:
         _apply(cp, decision, token=token, result=result)
 

@@ -57,8 +57,11 @@ def main() -> int:
     print(f"database: {settings.sqlalchemy_url()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
     sys.stdout.flush()
-    loops = InProcessLoops(build_control_plane(settings, factory=factory))
-    app = create_app(settings, session_factory=factory, nudge=loops.nudge)
+    control = build_control_plane(settings, factory=factory)
+    loops = InProcessLoops(control)
+    app = create_app(
+        settings, session_factory=factory, nudge=loops.nudge, logs=control.launcher.logs
+    )
     loops.start()
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")

@@ -41,7 +41,7 @@ def submit(
     idempotency_key: str | None,
     admission: AdmissionCheck | None = None,
 ) -> Submitted:
-    principal.require_team_token()
+    principal.require_team()
     request_hash = _request_hash(spec)
     if idempotency_key is not None:
         existing = repository.find_by_idempotency_key(

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from api.placement.candidates import CandidateIndex, Candidates, SpotCandidate
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.estimate import MAX_HOURS
 from api.placement.slack import Choice, SlackView, choose
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.cost_model import Outcome, Risk, evaluate, young_daly_interval
@@ -165,7 +166,16 @@ def _spot_option(rnd: _Round, job: JobState, cands: Candidates) -> _Option | Non
         ordered = iter(sorted(cands.spot, key=lambda c: c.offer.key != current.offer_key))
     for c in ordered:
         price = (c.offer.spot_price or 0.0) * nodes
-        if not _within_price(job, price) or not _usable(snap, c.offer, CapacityType.SPOT):
+        # A job holds the spot capacity it runs on until it is preempted: "no spot here" is
+        # news for new instances, not a reason to leave one that still runs.
+        holds = (
+            current is not None
+            and current.capacity_type == CapacityType.SPOT
+            and (c.offer.key == current.offer_key)
+        )
+        if not _within_price(job, price) or not (
+            holds or _usable(snap, c.offer, CapacityType.SPOT)
+        ):
             continue
         rate = c.prior.rate * nodes  # a gang stops when any node is preempted
         return _Option(
@@ -259,7 +269,7 @@ def _place(job: JobState, option: _Option, outcome: Outcome, now: datetime, reas
         )
     else:
         every = ckpt.every_seconds
-    finish = now + timedelta(hours=min(outcome.expected_hours, 24 * 3650))
+    finish = now + timedelta(hours=min(outcome.expected_hours, MAX_HOURS))
     return Place(
         job_id=job.id,
         offer=option.offer,

@@ -59,7 +59,12 @@ def test_create_team_prints_a_token_once_and_stores_only_its_hash(tmp_path: Path
 @pytest.fixture
 def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
     port = _free_port()
-    env = _env(tmp_path, GPUJOBS_PORT=str(port))
+    env = _env(
+        tmp_path,
+        GPUJOBS_PORT=str(port),
+        GPUJOBS_SCHEDULE_INTERVAL_S="0.5",
+        GPUJOBS_RECONCILE_INTERVAL_S="0.5",
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "worker.standalone"],
         env=env,
@@ -98,3 +103,36 @@ def test_embedded_default_serves_the_api_with_the_printed_token(standalone) -> N
     assert httpx.get(f"{url}/v1/jobs/{job_id}", headers=headers).json()["name"] == "smoke"
     cancelled = httpx.post(f"{url}/v1/jobs/{job_id}/cancel", headers=headers)
     assert cancelled.json()["status"] == "CANCELLED"
+
+
+def test_embedded_default_runs_a_job_and_serves_its_logs(standalone) -> None:  # type: ignore[no-untyped-def]
+    url, credentials_file = standalone
+    headers = {"Authorization": f"Bearer {json.loads(credentials_file.read_text())['token']}"}
+    body = {
+        "name": "tiny",
+        "trainer": {
+            "steps": 5,
+            "batch_size": 2,
+            "dataloader": {"num_workers": 0},
+            "args": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},
+        },
+        "capacity": {"types": ["on_demand"]},
+        "estimated_hours": 0.01,
+    }
+    job_id = httpx.post(f"{url}/v1/jobs", json=body, headers=headers).json()["id"]
+    with httpx.stream(
+        "GET", f"{url}/v1/jobs/{job_id}/logs", params={"follow": "true"}, headers=headers,
+        timeout=120,
+    ) as response:  # fmt: skip
+        assert response.status_code == 200
+        followed = "".join(response.iter_text())
+    job = httpx.get(f"{url}/v1/jobs/{job_id}", headers=headers).json()
+    assert job["status"] == "SUCCEEDED", followed
+    assert job["progress"]["step"] == 5
+    assert "=== attempt 1: on_demand" in followed
+    assert '"event": "done"' in followed
+    logs = httpx.get(f"{url}/v1/jobs/{job_id}/logs", headers=headers).text
+    assert '"event": "done"' in logs
+    attempts = httpx.get(f"{url}/v1/jobs/{job_id}/attempts", headers=headers).json()
+    assert [a["end_reason"] for a in attempts] == ["succeeded"]
+    assert attempts[0]["cost"] > 0

@@ -98,7 +98,7 @@ def test_entry_points(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert services["api"]["command"] == [
         "uvicorn",
-        "api.main:app",
+        "worker.api_app:app",
         "--host",
         "0.0.0.0",
         "--port",

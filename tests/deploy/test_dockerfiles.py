@@ -17,7 +17,7 @@ import pytest
 from tests.deploy.support import REPO
 
 DOCKERFILES = {"api": REPO / "docker/api.Dockerfile", "worker": REPO / "docker/worker.Dockerfile"}
-ENTRY_POINTS = ("api.main", "worker.celery_app", "trainer.__main__")
+ENTRY_POINTS = ("api.main", "worker.api_app", "worker.celery_app", "trainer.__main__")
 
 
 def _instructions(path: Path) -> list[tuple[str, str]]:
@@ -75,7 +75,7 @@ def test_api_image_has_a_healthcheck_and_migrations() -> None:
     copies = [args for op, args in steps if op == "COPY"]
     assert "alembic.ini ./" in copies and "migrations ./migrations" in copies
     (cmd,) = [args for op, args in steps if op == "CMD"]
-    assert '"uvicorn", "api.main:app"' in cmd
+    assert '"uvicorn", "worker.api_app:app"' in cmd
 
 
 def test_worker_image_can_add_the_trainer() -> None:

@@ -141,7 +141,7 @@ def test_components_exist(case: tuple[dict, list[dict[str, Any]]]) -> None:
 def test_entry_points_and_probes(case: tuple[dict, list[dict[str, Any]]]) -> None:
     _, objects = case
     api = _one(objects, "Deployment", "gpujobs-api")["spec"]["template"]["spec"]["containers"][0]
-    assert api["command"][:2] == ["uvicorn", "api.main:app"]
+    assert api["command"][:2] == ["uvicorn", "worker.api_app:app"]
     assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     worker = _one(objects, "Deployment", "gpujobs-worker")["spec"]["template"]["spec"]

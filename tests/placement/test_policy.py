@@ -121,6 +121,25 @@ def test_running_on_demand_moves_back_to_spot_when_slack_returns() -> None:
     assert isinstance(d, Migrate) and d.to.capacity_type == "spot"
 
 
+def test_a_running_spot_job_keeps_its_instance_when_spot_disappears() -> None:
+    """No new spot anywhere is no reason to leave a spot instance that still runs: the
+    preemption, when it comes, is handled (and counted) as one."""
+    base = job(1, hours=10, deadline=40)
+    spot = next(o for o in OFFERS if o.zone == "us-east-1b")
+    running = JobState(
+        base.id,
+        base.team,
+        base.spec,
+        NOW,
+        base.deadline_at,
+        9.0,
+        state="running",
+        placement=Placement(spot.key, CapacityType.SPOT, NOW - timedelta(hours=1)),
+    )
+    gone = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+    assert decide(snap([running], unavailable=gone)) == []
+
+
 def test_budget_rejects_or_defers() -> None:
     jobs = [job(1, types=["on_demand"]), job(2, types=["on_demand"], on_budget="defer")]
     out = {d.job_id: d for d in decide(snap(jobs, budgets={"t": 5.0}))}

@@ -27,6 +27,7 @@ from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.spot_market import SpotMarket
 
 PREFIX = "local:"
+LAUNCH_GRACE_S = 60.0  # longest a launch may hold the lock without having written the pid
 
 
 class LocalLauncher:
@@ -41,8 +42,7 @@ class LocalLauncher:
         python: str = sys.executable,
         clock=time.time,  # type: ignore[no-untyped-def]
     ) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(root)  # created by the first launch: readers may mount it read-only
         self.market = market
         self.notice_s = notice_s
         self.python = python
@@ -55,9 +55,10 @@ class LocalLauncher:
         return None if self.market is None else self.market.available(self.clock())
 
     def launch(self, request: LaunchRequest) -> str:
+        self._reap()
         handle = PREFIX + request.attempt_id
         directory = self._dir(handle)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)  # the root too, on the first launch
         try:  # one launch per attempt, even when two workers race to it
             os.close(os.open(directory / "launch.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
@@ -97,13 +98,18 @@ class LocalLauncher:
         return handle
 
     def status(self, handle: str) -> Observation:
+        self._reap()
         directory = self._dir(handle)
         if not (directory / "launch.lock").exists():
             return Observation(ObservedState.LOST, message="no such attempt on this machine")
         if (directory / "no_capacity").exists():
             return Observation(ObservedState.NO_CAPACITY, message=_read(directory / "no_capacity"))
         if not (directory / "pid").exists():
-            return Observation(ObservedState.PENDING)  # launch in progress in another worker
+            # A launch in progress in another worker takes milliseconds; one that died between
+            # the lock and the pid file never completes, and a relaunch finds the lock: give up.
+            if time.time() - (directory / "launch.lock").stat().st_mtime > LAUNCH_GRACE_S:
+                return Observation(ObservedState.LOST, message="the launch never completed")
+            return Observation(ObservedState.PENDING)
         code = _read_int(directory / "exit_code")
         stop = _read(directory / "stop")
         noticed = (directory / "notice").exists()
@@ -168,6 +174,13 @@ class LocalLauncher:
             f"--nproc_per_node={processes}", "--master_addr=127.0.0.1",
             f"--master_port={_free_port()}", "-m", "trainer",
         ]  # fmt: skip
+
+    def _reap(self) -> None:
+        """Collect our exited children: the exit status is on disk, and a finished attempt must
+        not stay a zombie (its group would look alive) for as long as this worker lives."""
+        for attempt_id, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[attempt_id]
 
     def _alive(self, directory: Path) -> bool:
         child = self._children.get(directory.name)

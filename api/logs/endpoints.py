@@ -1,0 +1,79 @@
+"""GET /v1/jobs/{id}/logs: every attempt's output in order; `?follow=true` streams until the end.
+
+The API reads logs through a `LogReader` installed by the composition root (the launcher's
+`logs`), so `api` stays free of launcher code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.errors import DomainError
+from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
+from api.jobs import repository, service
+from api.models import JobAttempt
+from gpujobs.resources import JobStatus
+
+LogReader = Callable[..., Iterator[str]]  # (handle, *, follow) -> chunks of text
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+
+class LogsUnavailable(DomainError):
+    status_code = 501
+    code = "logs_unavailable"
+
+
+@router.get(
+    "/{job_id}/logs",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/plain": {}}}, 501: {"description": "No log reader"}},
+)
+def job_logs(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    principal: PrincipalDep,
+    follow: Annotated[bool, Query(description="Keep streaming until the job ends.")] = False,
+) -> StreamingResponse:
+    service.get(session, principal=principal, job_id=job_id)
+    reader: LogReader | None = request.app.state.logs
+    if reader is None:
+        raise LogsUnavailable("this API process has no log reader (run it from the worker)")
+    stream = _stream(
+        factory=request.app.state.session_factory, reader=reader, job_id=job_id, follow=follow
+    )
+    return StreamingResponse(stream, media_type="text/plain; charset=utf-8")
+
+
+def _stream(
+    *, factory: sessionmaker[Session], reader: LogReader, job_id: str, follow: bool
+) -> Iterator[str]:
+    shown: set[str] = set()
+    while True:
+        with factory() as session:
+            attempts = repository.attempts(session, job_id=job_id)
+            job = repository.get(session, job_id=job_id, team_id=None)
+        for attempt in attempts:
+            if attempt.id in shown or attempt.launch_handle is None:
+                continue
+            shown.add(attempt.id)
+            yield _header(attempt)
+            live = follow and attempt.ended_at is None
+            yield from reader(attempt.launch_handle, follow=live)
+        if not follow or job is None or JobStatus(job.status).terminal:
+            return
+        time.sleep(1.0)
+
+
+def _header(attempt: JobAttempt) -> str:
+    return (
+        f"=== attempt {attempt.number}: {attempt.capacity_type} {attempt.instance_type} "
+        f"in {attempt.zone} ===\n"
+    )
