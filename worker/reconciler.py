@@ -16,7 +16,7 @@ from api.auth import revoke_job_tokens
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
-from api.usage.ledger import cost_microusd
+from api.money import cost_microusd
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType, JobSpec
 from worker import repository as repo

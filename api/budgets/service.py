@@ -9,9 +9,10 @@ from sqlalchemy.orm import Session
 
 from api.auth import Principal
 from api.budgets import repository
-from api.budgets.spend import MICRO, month_start, spent_microusd
+from api.budgets.spend import spent_microusd
 from api.errors import Forbidden, NotFound
 from api.models import Team, utcnow
+from api.money import MICRO, month_start
 from api.teams.service import get_by_name
 from gpujobs.plans import Budget
 

@@ -9,38 +9,24 @@ C(end) - C(start), so an attempt that crosses the month's first instant counts o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from api.budgets.repository import Charge
-
-MICRO = 1_000_000
-US_PER_HOUR = 3_600 * MICRO
+from api.money import cost_to
 
 
-def month_start(now: datetime) -> datetime:
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def _us(delta: timedelta) -> int:
-    return max(0, (delta.days * 86_400 + delta.seconds) * MICRO + delta.microseconds)
-
-
-def _div_round(numerator: int, denominator: int) -> int:
-    return (2 * numerator + denominator) // (2 * denominator)
-
-
-def cost_to(charge: Charge, t: datetime, *, now: datetime) -> int:
+def charge_cost_to(charge: Charge, t: datetime, *, now: datetime) -> int:
     """C(t): micro-dollars the attempt had cost by `t`."""
-    end = max(charge.started_at, charge.ended_at or now)
-    elapsed = _us(min(t, end) - charge.started_at)
-    if charge.ended_at is not None and charge.cost_microusd is not None:
-        full = _us(end - charge.started_at)
-        if full == 0 or elapsed >= full:
-            return charge.cost_microusd
-        return _div_round(charge.cost_microusd * elapsed, full)
-    return _div_round(round(charge.price_per_hour * MICRO) * elapsed, US_PER_HOUR)
+    return cost_to(
+        t,
+        started_at=charge.started_at,
+        end=max(charge.started_at, charge.ended_at or now),
+        closed=charge.ended_at is not None,
+        recorded_microusd=charge.cost_microusd,
+        price_per_hour=charge.price_per_hour,
+    )
 
 
 def spent_microusd(charges: Iterable[Charge], *, start: datetime, now: datetime) -> int:
     """What the attempts cost in [start, now)."""
-    return sum(cost_to(c, now, now=now) - cost_to(c, start, now=now) for c in charges)
+    return sum(charge_cost_to(c, now, now=now) - charge_cost_to(c, start, now=now) for c in charges)

@@ -21,9 +21,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gpujobs.usage import MICRO, UsageGroup, UsageGroupBy
+from api.money import (
+    US_PER_HOUR,
+    cost_to,
+    div_round,
+    elapsed_us,
+    microusd_per_hour,
+)
+from gpujobs.usage import UsageGroup, UsageGroupBy
 
-US_PER_HOUR = 3_600 * 1_000_000
 PREEMPTED = "preempted"
 
 
@@ -50,27 +56,6 @@ class LedgerRow:
     checkpoint_every_seconds: float | None = None
 
 
-def microusd_per_hour(price_per_hour: float) -> int:
-    return round(price_per_hour * MICRO)
-
-
-def _div_round(numerator: int, denominator: int) -> int:
-    """numerator / denominator rounded half up, in integers (both non-negative)."""
-    return (2 * numerator + denominator) // (2 * denominator)
-
-
-def _us(delta: timedelta) -> int:
-    return max(0, (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
-
-
-def cost_microusd(*, price_per_hour: float, started_at: datetime, ended_at: datetime) -> int:
-    """What running at `price_per_hour` from `started_at` to `ended_at` costs, in micro-dollars.
-
-    The reconciler should close attempts with this, so the ledger and usage agree to the cent.
-    """
-    return _div_round(microusd_per_hour(price_per_hour) * _us(ended_at - started_at), US_PER_HOUR)
-
-
 @dataclass(frozen=True)
 class _Run:
     """One attempt's run: start, effective end, and its cumulative cost functions."""
@@ -84,26 +69,26 @@ class _Run:
         return self.row.gpu_count * self.row.nodes
 
     def cost_to(self, t: datetime) -> int:
-        elapsed = _us(min(t, self.end) - self.start)
-        recorded = self.row.cost_microusd
-        if self.row.ended_at is not None and recorded is not None:
-            full = _us(self.end - self.start)
-            return (
-                recorded if full == 0 or elapsed >= full else _div_round(recorded * elapsed, full)
-            )
-        return _div_round(microusd_per_hour(self.row.price_per_hour) * elapsed, US_PER_HOUR)
+        return cost_to(
+            t,
+            started_at=self.start,
+            end=self.end,
+            closed=self.row.ended_at is not None,
+            recorded_microusd=self.row.cost_microusd,
+            price_per_hour=self.row.price_per_hour,
+        )
 
     def on_demand_cost_to(self, t: datetime) -> int:
-        elapsed = _us(min(t, self.end) - self.start)
+        elapsed = elapsed_us(min(t, self.end) - self.start)
         rate = microusd_per_hour(self.row.on_demand_price_per_hour)
-        return _div_round(rate * elapsed, US_PER_HOUR)
+        return div_round(rate * elapsed, US_PER_HOUR)
 
     def gpu_hours(self, t0: datetime, t1: datetime) -> float:
-        return self.gpus * _us(t1 - t0) / US_PER_HOUR
+        return self.gpus * elapsed_us(t1 - t0) / US_PER_HOUR
 
-    def lost_us(self) -> int:
+    def lostelapsed_us(self) -> int:
         row = self.row
-        duration = _us(self.end - self.start)
+        duration = elapsed_us(self.end - self.start)
         if row.steps_lost is not None and row.end_step is not None:
             ran = row.end_step - (row.resume_from_step or 0)
             if row.steps_lost <= 0:
@@ -215,7 +200,7 @@ def _preempted_in(row: LedgerRow, start: datetime, end: datetime) -> bool:
 
 
 def _add_lost_work(run: _Run, *, start: datetime, into: list[_Totals]) -> None:
-    lost_from = max(run.end - timedelta(microseconds=run.lost_us()), start, run.start)
+    lost_from = max(run.end - timedelta(microseconds=run.lostelapsed_us()), start, run.start)
     lost_cost = run.cost_to(run.end) - run.cost_to(lost_from)
     for totals in into:
         totals.preemptions += 1
@@ -227,7 +212,3 @@ def _order(group_by: UsageGroupBy) -> Callable[[tuple[str, _Totals]], tuple[int,
     if group_by == UsageGroupBy.DAY:
         return lambda item: (0, item[0])
     return lambda item: (-item[1].cost, item[0])
-
-
-def month_start(now: datetime) -> datetime:
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

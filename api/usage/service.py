@@ -9,8 +9,9 @@ from sqlalchemy.orm import Session
 from api.auth import Principal
 from api.errors import InvalidRequest
 from api.models import utcnow
+from api.money import month_start
 from api.usage import repository
-from api.usage.ledger import aggregate, month_start
+from api.usage.ledger import aggregate
 from gpujobs.resources import FieldError
 from gpujobs.usage import BudgetUsage, UsageGroupBy, UsageReport
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.budgets.spend import month_start
+from api.money import month_start
 from tests.budgets.support import ADMIN, add_attempt
 from tests.conftest import job_body
 

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.budgets.service import remaining_usd
-from api.budgets.spend import month_start
 from api.database import transaction
+from api.money import month_start
 from tests.budgets.support import ADMIN, add_attempt, team_id
 
 URL = "/v1/admin/teams/team-a/budget"

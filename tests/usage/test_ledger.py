@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from api.usage.ledger import LedgerRow, aggregate, cost_microusd
+from api.money import cost_microusd
+from api.usage.ledger import LedgerRow, aggregate
 from gpujobs.usage import UsageGroupBy
 
 T0 = datetime(2025, 6, 10, tzinfo=UTC)
