@@ -1,0 +1,302 @@
+"""One scheduling pass against a real database (SQLite and PostgreSQL), with a recording launcher.
+
+The scheduler is the unit under test: the launcher only records what it was asked to start.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.database import transaction
+from api.models import ApiToken, Job, JobAttempt, new_id
+from api.placement.decisions import Defer, Place, Reject
+from api.settings import Settings
+from gpujobs.resources import JobStatus
+from gpujobs.spec import CapacityType
+from tests.worker.support import (
+    Clock,
+    RecordingLauncher,
+    attempts,
+    control_plane,
+    count,
+    events,
+    handle_of,
+    job,
+    principal,
+    submit,
+)
+from worker import repository as repo
+from worker.scheduler import ScheduleResult, _apply, schedule_once
+
+
+def test_a_pending_job_is_placed_and_launched(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    clock = Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    job_id = submit(session_factory, principal(session_factory))
+
+    result = schedule_once(cp)
+
+    assert result.claimed == 1
+    assert len(result.placed) == 1
+    [attempt] = attempts(session_factory, job_id)
+    assert attempt.id == result.placed[0]
+    assert attempt.number == 1
+    assert attempt.capacity_type == CapacityType.SPOT.value  # no deadline: spot while it is there
+    assert attempt.price_per_hour > 0
+    assert attempt.on_demand_price_per_hour >= attempt.price_per_hour
+    assert attempt.instance_type and attempt.zone and attempt.gpu_model and attempt.gpu_count >= 1
+    assert attempt.nodes == 1
+    assert attempt.launch_handle == handle_of(attempt.id)
+    assert attempt.launched_at == clock.now
+    assert attempt.ended_at is None and attempt.started_at is None
+    placed = job(session_factory, job_id)
+    assert placed.status == JobStatus.SCHEDULED.value
+    assert placed.attempts_count == 1
+    assert placed.lock_token is None and placed.lock_expires_at is None
+    scheduled = [e for e in events(session_factory, job_id) if e.to_status == "SCHEDULED"]
+    assert len(scheduled) == 1
+    data = scheduled[0].data
+    assert data["attempt_id"] == attempt.id
+    assert data["attempt"] == 1
+    assert data["capacity_type"] == "spot"
+    assert data["price_per_hour"] == attempt.price_per_hour
+    assert data["offer"].split(":")[2] == attempt.instance_type
+    assert {"expected_cost", "expected_finish", "p_meet_deadline"} <= data.keys()
+    assert scheduled[0].from_status == "PENDING"
+    [launched] = launcher.launches
+    assert launched.attempt_id == attempt.id
+    assert launched.job_id == job_id
+    assert launched.capacity_type == CapacityType.SPOT
+    assert launched.instance_type == attempt.instance_type
+    assert launched.team == "team-a"
+    assert launched.run_config.job_id == job_id
+    assert launched.run_config.attempt_id == attempt.id
+    assert launched.run_config.checkpoint_uri.endswith("/" + job_id)
+    assert launched.run_config.trainer.steps == 100
+    # The launch carries a fresh job-scoped token, stored only as its hash.
+    with session_factory() as session:
+        tokens = session.query(ApiToken).filter(ApiToken.job_id == job_id).all()
+    assert len(tokens) == 1 and tokens[0].revoked_at is None
+    assert launched.job_token.startswith("gpj_") and launched.job_token not in tokens[0].token_hash
+
+
+def test_a_job_allowed_only_on_demand_gets_on_demand(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    cp = control_plane(settings, session_factory, launcher)
+    job_id = submit(session_factory, principal(session_factory), capacity={"types": ["on_demand"]})
+
+    schedule_once(cp)
+
+    [attempt] = attempts(session_factory, job_id)
+    assert attempt.capacity_type == CapacityType.ON_DEMAND.value
+    assert attempt.price_per_hour == attempt.on_demand_price_per_hour
+    assert launcher.launches[0].capacity_type == CapacityType.ON_DEMAND
+
+
+def test_resources_no_offer_matches_fail_the_job_with_the_reason(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    cp = control_plane(settings, session_factory, launcher)
+    job_id = submit(
+        session_factory, principal(session_factory), resources={"gpu_models": ["NO-SUCH-GPU"]}
+    )
+
+    result = schedule_once(cp)
+
+    assert result.rejected == 1 and not result.placed
+    failed = job(session_factory, job_id)
+    assert failed.status == JobStatus.FAILED.value
+    assert "no offer" in (failed.status_reason or "")
+    last = events(session_factory, job_id)[-1]
+    assert (last.from_status, last.to_status) == ("PENDING", "FAILED")
+    assert "no offer in the catalog matches" in (last.reason or "")
+    assert attempts(session_factory, job_id) == []
+    assert launcher.launches == []
+
+
+def test_a_claim_taken_over_by_another_pass_is_not_applied(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    cp = control_plane(settings, session_factory)
+    job_id = submit(session_factory, principal(session_factory))
+    ours = new_id()
+    with transaction(session_factory) as session:
+        claimed = repo.claim_pending(
+            session, token=ours, now=cp.clock(), ttl=timedelta(seconds=60), limit=10
+        )
+    assert claimed == [job_id]
+    with transaction(session_factory) as session:  # our claim lapsed; another pass took the job
+        session.execute(update(Job).where(Job.id == job_id).values(lock_token=new_id()))
+    before = len(events(session_factory, job_id))
+    offer = cp.catalog.offers[0]
+    place = Place(
+        job_id=job_id,
+        offer=offer,
+        capacity_type=CapacityType.ON_DEMAND,
+        nodes=1,
+        price_per_hour=offer.on_demand_price or 1.0,
+        reservation_id=None,
+        checkpoint_every_seconds=None,
+        expected_cost=1.0,
+        expected_finish=cp.clock() + timedelta(hours=1),
+        p_meet_deadline=1.0,
+        reason="test",
+    )
+    result = ScheduleResult()
+
+    for decision in (place, Reject(job_id, "late reject"), Defer(job_id, "late defer")):
+        _apply(cp, decision, token=ours, result=result)
+
+    assert result == ScheduleResult()
+    unchanged = job(session_factory, job_id)
+    assert unchanged.status == JobStatus.PENDING.value
+    assert unchanged.status_reason is None
+    assert unchanged.lock_token not in (None, ours)
+    assert unchanged.attempts_count == 0
+    assert attempts(session_factory, job_id) == []
+    assert len(events(session_factory, job_id)) == before
+
+
+def test_a_live_claim_keeps_other_passes_off_the_job(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    cp = control_plane(settings, session_factory)
+    submit(session_factory, principal(session_factory))
+    with transaction(session_factory) as session:
+        first = repo.claim_pending(
+            session, token=new_id(), now=cp.clock(), ttl=timedelta(seconds=60), limit=10
+        )
+    assert len(first) == 1
+
+    assert schedule_once(cp).claimed == 0  # claimed by a pass still in progress
+    cp.clock.advance(61)  # type: ignore[attr-defined]
+    assert schedule_once(cp).claimed == 1  # the claim lapsed: a crashed pass holds nothing
+
+
+def test_scheduling_twice_makes_one_attempt(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    cp = control_plane(settings, session_factory, launcher)
+    job_id = submit(session_factory, principal(session_factory))
+
+    first = schedule_once(cp)
+    second = schedule_once(cp)
+
+    assert len(first.placed) == 1
+    assert second.claimed == 0 and second.placed == []
+    assert len(attempts(session_factory, job_id)) == 1
+    assert count(session_factory, JobAttempt) == 1
+    assert len(launcher.launches) == 1
+    assert [e.to_status for e in events(session_factory, job_id)] == ["PENDING", "SCHEDULED"]
+
+
+def test_no_spot_and_a_long_deadline_defers(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher(spot=False)
+    cp = control_plane(settings, session_factory, launcher)
+    job_id = submit(session_factory, principal(session_factory), deadline_hours=200.0)
+
+    result = schedule_once(cp)
+
+    assert result.deferred == 1 and not result.placed
+    waiting = job(session_factory, job_id)
+    assert waiting.status == JobStatus.PENDING.value
+    assert "spot" in (waiting.status_reason or "")
+    assert waiting.lock_token is None  # the next pass may look again
+    assert attempts(session_factory, job_id) == []
+    assert [e.to_status for e in events(session_factory, job_id)] == ["PENDING"]  # no event
+    assert launcher.launches == []
+    # Spot comes back: the next pass places the job on it.
+    launcher.spot = True
+    assert len(schedule_once(cp).placed) == 1
+    assert attempts(session_factory, job_id)[0].capacity_type == CapacityType.SPOT.value
+
+
+def test_no_spot_without_a_deadline_runs_on_demand(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    cp = control_plane(settings, session_factory, RecordingLauncher(spot=False))
+    job_id = submit(session_factory, principal(session_factory))
+
+    schedule_once(cp)
+
+    assert attempts(session_factory, job_id)[0].capacity_type == CapacityType.ON_DEMAND.value
+
+
+def test_over_budget_rejects_by_default(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    cp = control_plane(settings, session_factory, launcher)
+    cp.budgets = lambda session, teams, now: dict.fromkeys(teams, 0.01)
+    job_id = submit(session_factory, principal(session_factory))
+
+    result = schedule_once(cp)
+
+    assert result.rejected == 1
+    rejected = job(session_factory, job_id)
+    assert rejected.status == JobStatus.FAILED.value
+    assert "budget" in (rejected.status_reason or "")
+    assert events(session_factory, job_id)[-1].to_status == "FAILED"
+    assert attempts(session_factory, job_id) == [] and launcher.launches == []
+
+
+def test_over_budget_defers_when_the_spec_says_so(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = RecordingLauncher()
+    cp = control_plane(settings, session_factory, launcher)
+    budgets: dict[str, float | None] = {}
+    cp.budgets = lambda session, teams, now: {t: budgets.get(t, 0.01) for t in teams}
+    job_id = submit(
+        session_factory, principal(session_factory), capacity={"on_budget_exceeded": "defer"}
+    )
+
+    result = schedule_once(cp)
+
+    assert result.deferred == 1
+    waiting = job(session_factory, job_id)
+    assert waiting.status == JobStatus.PENDING.value
+    assert "budget" in (waiting.status_reason or "")
+    assert attempts(session_factory, job_id) == [] and launcher.launches == []
+    # The budget is raised: the next pass places it.
+    budgets[waiting.team_id] = 10_000.0
+    assert len(schedule_once(cp).placed) == 1
+
+
+def test_a_team_budget_covers_only_what_it_can_pay(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Budgets are spent within one pass: the second job does not get the first one's money."""
+    cp = control_plane(settings, session_factory, RecordingLauncher())
+    who = principal(session_factory)
+    first = submit(session_factory, who, priority=90, capacity={"types": ["on_demand"]})
+    second = submit(session_factory, who, priority=10, capacity={"types": ["on_demand"]})
+    schedule_once(control_plane(settings, session_factory, RecordingLauncher()))
+    one_job = attempts(session_factory, first)[0].price_per_hour  # 1 estimated hour on-demand
+    with transaction(session_factory) as session:  # start over with both pending again
+        session.query(JobAttempt).delete()
+        session.query(ApiToken).filter(ApiToken.job_id.is_not(None)).delete()
+        for job_id in (first, second):
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id)
+                .values(status="PENDING", attempts_count=0, lock_token=None)
+            )
+    cp.budgets = lambda session, teams, now: dict.fromkeys(teams, one_job * 1.5)
+
+    schedule_once(cp)
+
+    assert job(session_factory, first).status == JobStatus.SCHEDULED.value
+    assert job(session_factory, second).status == JobStatus.FAILED.value
