@@ -210,5 +210,16 @@ class SpotObservation(Base):
     instance_type: Mapped[str] = mapped_column(String(60), primary_key=True)
     spot_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     preemptions: Mapped[int] = mapped_column(Integer, default=0)
-    no_capacity_until: Mapped[datetime | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class CapacityOutage(Base):
+    """An offer's capacity type that said "no capacity" recently: avoided until `until`."""
+
+    __tablename__ = "capacity_outages"
+
+    zone: Mapped[str] = mapped_column(String(40), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(60), primary_key=True)
+    capacity_type: Mapped[str] = mapped_column(String(16), primary_key=True)
+    until: Mapped[datetime] = mapped_column()
+    reason: Mapped[str | None] = mapped_column(Text, default=None)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from api import metrics
 from api.auth import revoke_job_tokens
+from api.catalog.repository import mark_outage
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
@@ -127,7 +128,17 @@ def _close(
 def _observe_capacity(
     session: Session, *, cp: ControlPlane, attempt: JobAttempt, result: Outcome, now: datetime
 ) -> None:
-    """What this attempt teaches about spot in its zone: hours survived, preemptions, outages."""
+    """What this attempt teaches: spot hours survived and preemptions (the preemption rate), and
+    offers that had no capacity (avoided for a while, whatever the capacity type)."""
+    if result.no_capacity:
+        mark_outage(
+            session,
+            zone=attempt.zone,
+            instance_type=attempt.instance_type,
+            capacity_type=CapacityType(attempt.capacity_type),
+            until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
+            reason=result.reason,
+        )
     if attempt.capacity_type != CapacityType.SPOT.value:
         return
     row = repo.spot_observation_for_update(
@@ -139,8 +150,6 @@ def _observe_capacity(
         )
     if result.preempted:
         row.preemptions = (row.preemptions or 0) + 1
-    if result.no_capacity:
-        row.no_capacity_until = now + timedelta(seconds=cp.settings.no_capacity_backoff_s)
 
 
 def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcome) -> None:

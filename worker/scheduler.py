@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from api import metrics
+from api.catalog.repository import no_capacity
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import JobAttempt, new_id
@@ -80,6 +81,7 @@ def _decide_and_apply(
             catalog=cp.catalog,
             priors=cp.priors,
             observations=repo.spot_observations(session),
+            outages=no_capacity(session, now=now),
             reservations=cp.reservations(session, now),
             budgets=cp.budgets(session, teams, now),
             spot_available=_spot_available(cp),

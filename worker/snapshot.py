@@ -86,21 +86,17 @@ def learned_rates(
 
 
 def unavailable(
-    observations: Iterable[SpotObservation],
+    outages: frozenset[tuple[str, str, CapacityType]],
     *,
-    now: datetime,
     offers: Iterable[Offer],
     spot_available: bool | None,
 ) -> frozenset[tuple[str, str, CapacityType]]:
-    """Spot capacity known to be gone: recent no-capacity answers, or the launcher's own market."""
-    gone = {
-        (row.zone, row.instance_type, CapacityType.SPOT)
-        for row in observations
-        if row.no_capacity_until is not None and row.no_capacity_until > now
-    }
+    """Capacity known to be gone: recent no-capacity answers, or the launcher's own spot market."""
     if spot_available is False:
-        gone |= {(o.zone, o.instance_type, CapacityType.SPOT) for o in offers if o.spot_price}
-    return frozenset(gone)
+        return outages | {
+            (o.zone, o.instance_type, CapacityType.SPOT) for o in offers if o.spot_price
+        }
+    return outages
 
 
 def build(
@@ -110,6 +106,7 @@ def build(
     catalog: Catalog,
     priors: Priors,
     observations: list[SpotObservation],
+    outages: frozenset[tuple[str, str, CapacityType]],
     reservations: list[Reservation],
     budgets: Mapping[str, float | None],
     spot_available: bool | None,
@@ -121,9 +118,7 @@ def build(
         now=now,
         jobs=jobs,
         offers=catalog.offers,
-        unavailable=unavailable(
-            observations, now=now, offers=catalog.offers, spot_available=spot_available
-        ),
+        unavailable=unavailable(outages, offers=catalog.offers, spot_available=spot_available),
         reservations=reservations,
         budgets=budgets,
         priors=priors,

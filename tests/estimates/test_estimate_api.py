@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import transaction
-from api.models import SpotObservation
+from api.models import CapacityOutage
 from tests.budgets.support import ADMIN, add_attempt
 from tests.conftest import job_body
 
@@ -83,16 +83,16 @@ def test_zones_without_spot_capacity_are_left_out(
     now = datetime.now(UTC)
     with transaction(session_factory) as session:
         session.add(
-            SpotObservation(
-                zone=ZONE, instance_type=TYPE, no_capacity_until=now + timedelta(hours=1)
+            CapacityOutage(
+                zone=ZONE, instance_type=TYPE, capacity_type="spot", until=now + timedelta(hours=1)
             )
         )
     in_zone = plans_in_zone(client.post(URL, json=spec(), headers=auth).json())
     assert ("spot", None) not in in_zone and ("on_demand", None) in in_zone
     with transaction(session_factory) as session:
-        observation = session.get(SpotObservation, (ZONE, TYPE))
-        assert observation is not None
-        observation.no_capacity_until = now - timedelta(minutes=1)
+        outage = session.get(CapacityOutage, (ZONE, TYPE, "spot"))
+        assert outage is not None
+        outage.until = now - timedelta(minutes=1)
     assert ("spot", None) in plans_in_zone(client.post(URL, json=spec(), headers=auth).json())
 
 

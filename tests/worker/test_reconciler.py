@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth import Principal
 from api.database import transaction
 from api.jobs import service as jobs
-from api.models import ApiToken, JobAttempt, SpotObservation
+from api.models import ApiToken, CapacityOutage, JobAttempt, SpotObservation
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType
@@ -212,9 +212,13 @@ def test_no_spot_capacity_backs_off_from_that_zone(world: World) -> None:
     assert world.statuses(job_id)[-2:] == ["SCHEDULED", "PENDING"]
     row = spot_row(world, attempt)
     assert row is not None
-    backoff = timedelta(seconds=world.cp.settings.no_capacity_backoff_s)
-    assert row.no_capacity_until == world.clock.now + backoff
     assert row.preemptions == 0 and row.spot_seconds == 0
+    backoff = timedelta(seconds=world.cp.settings.no_capacity_backoff_s)
+    with world.factory() as session:
+        outage = session.get(
+            CapacityOutage, (attempt.zone, attempt.instance_type, CapacityType.SPOT.value)
+        )
+        assert outage is not None and outage.until == world.clock.now + backoff
     # The next placement avoids spot in that zone for that instance type.
     [second] = [the_attempt(world, a) for a in schedule_once(world.cp).placed]
     assert (second.zone, second.instance_type, second.capacity_type) != (
@@ -222,6 +226,21 @@ def test_no_spot_capacity_backs_off_from_that_zone(world: World) -> None:
         attempt.instance_type,
         CapacityType.SPOT.value,
     )
+
+
+def test_no_on_demand_capacity_backs_off_from_that_offer(world: World) -> None:
+    """On-demand GPUs run out too (an unschedulable pod on Kubernetes): the offer is avoided."""
+    job_id, attempt_id = world.place(capacity={"types": ["on_demand"]})
+    attempt = the_attempt(world, attempt_id)
+    assert attempt.capacity_type == CapacityType.ON_DEMAND.value
+    world.launcher.script(attempt_id, ObservedState.NO_CAPACITY, message="unschedulable")
+
+    assert reconcile_once(world.cp) == 1
+
+    assert job(world.factory, job_id).status == S.PENDING.value
+    [second] = [the_attempt(world, a) for a in schedule_once(world.cp).placed]
+    assert second.capacity_type == CapacityType.ON_DEMAND.value
+    assert (second.zone, second.instance_type) != (attempt.zone, attempt.instance_type)
 
 
 def test_failure_with_restarts_left_retries(world: World) -> None:
