@@ -1,5 +1,6 @@
 """gpujobs: run GPU training jobs cheaply and reliably."""
 
+from gpujobs.client import AsyncClient, Client
 from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus, Page, Progress
 from gpujobs.spec import (
     AmpDtype,
@@ -11,11 +12,12 @@ from gpujobs.spec import (
     ResourcesSpec,
     TrainerSpec,
 )
-
-__version__ = "0.1.0"
+from gpujobs.version import __version__
 
 __all__ = [
     "AmpDtype",
+    "AsyncClient",
+    "Client",
     "CapacitySpec",
     "CapacityType",
     "CheckpointSpec",
@@ -29,4 +31,5 @@ __all__ = [
     "Progress",
     "ResourcesSpec",
     "TrainerSpec",
+    "__version__",
 ]

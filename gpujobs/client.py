@@ -28,10 +28,11 @@ import httpx
 import yaml
 from pydantic import ValidationError
 
-from gpujobs import __version__, config, errors
+from gpujobs import config, errors
 from gpujobs.resources import FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
 from gpujobs.spec import JobSpec
 from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.version import __version__
 
 SpecSource = JobSpec | dict[str, Any] | str | Path
 StatusFilter = str | JobStatus | Iterable[str | JobStatus] | None

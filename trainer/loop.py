@@ -304,8 +304,22 @@ class Trainer:
         started_cpu = time.process_time()
         exit_code = EXIT_OK
 
+        last_report: ProgressReport | None = None
+
+        def publish_checkpoint() -> None:
+            """Re-send the last figures with the checkpoint just completed: the scheduler counts
+            lost work and the resume point from it."""
+            if last_report is None or not dist.is_main:
+                return
+            report = last_report.model_copy(
+                update={"checkpoint_step": self.checkpointer.last_complete_step}
+            )
+            self.progress.metrics(report)
+            if reporter is not None:
+                reporter.update(report)
+
         def publish() -> None:
-            nonlocal last_report_at
+            nonlocal last_report_at, last_report
             figures = window.report(
                 step=step,
                 total_steps=self.total_steps,
@@ -321,6 +335,7 @@ class Trainer:
             self.progress.metrics(report)
             if reporter is not None:
                 reporter.update(report)
+            last_report = report
             window.reset(self.stream.wait_s)
             last_report_at = time.monotonic()
 
@@ -328,6 +343,8 @@ class Trainer:
             loss = self._train_step()
             step += 1
             window.steps += 1
+            if step == first_step + 1:  # when this process's first step (a resumed one) is done
+                self.progress.event("first_step", step=step)
             timed_save = bool(
                 interval.every_seconds
                 and dist.is_main
@@ -343,6 +360,7 @@ class Trainer:
                 break
             if stop:
                 exit_code = self._preempt(step)
+                publish_checkpoint()
                 break
             if timed_save or (interval.every_steps and step % interval.every_steps == 0):
                 last_stall = self._save(step, wait=False)
@@ -352,6 +370,7 @@ class Trainer:
         train_cpu_s = time.process_time() - started_cpu
         if exit_code == EXIT_OK:
             exit_code = self._finish(step, resumed_from)
+            publish_checkpoint()
         return RunResult(
             exit_code=exit_code,
             step=step,
