@@ -1,4 +1,4 @@
-"""Fixtures for the trainer's tests (the S3 server itself is a session fixture in tests/conftest.py)."""
+"""Fixtures for the trainer's tests; the S3 server is a session fixture in tests/conftest.py."""
 
 from __future__ import annotations
 
