@@ -3,7 +3,9 @@
     celery -A worker.celery_app worker     celery -A worker.celery_app beat
 
 The database decides: a task only says "look now", so duplicates, retries and lost messages
-are harmless. Tasks ack late so a killed worker's task is redelivered.
+are harmless, and beat sends the next one within a tick. So tasks are acknowledged on receipt:
+a broker restart then leaves no unacknowledged messages for kombu to restore, the step in which
+its Redis transport can fail to reconnect and stop the worker.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from worker.scheduler import schedule_once
 settings = get_settings()
 app = Celery("gpujobs", broker=settings.broker_url or "redis://127.0.0.1:6379/0")
 app.conf.update(
-    task_acks_late=True,
-    task_reject_on_worker_lost=True,
+    task_acks_late=False,
     worker_prefetch_multiplier=1,
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -90,6 +91,9 @@ class Stack:
     time_scale: float = 1.0
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Restarts of a process that exited on its own, as compose's `restart: unless-stopped` or a
+    # Kubernetes Deployment would do.
+    restarts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.redis = Redis(self.tmp)
@@ -99,6 +103,9 @@ class Stack:
         self.bucket = "gpujobs-e2e"
         self.database = f"gpujobs_e2e_{uuid.uuid4().hex[:8]}"
         self.token = ""
+        self.commands: dict[str, list[str]] = {}
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     # Lifecycle ----------------------------------------------------------------------------------
 
@@ -148,6 +155,17 @@ class Stack:
         self.processes[name] = subprocess.Popen(
             command, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT
         )
+        self.commands[name] = command
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+            self._supervisor.start()
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.5):
+            for name, process in list(self.processes.items()):
+                if process.poll() is not None and self.processes.get(name) is process:
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self._spawn(name, self.commands[name])
 
     def start_api(self) -> None:
         command = [sys.executable, "-m", "uvicorn", "worker.api_app:app", "--host", "127.0.0.1",
@@ -172,6 +190,9 @@ class Stack:
         process.wait(timeout=30)
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
         for name in list(self.processes):
             process = self.processes.pop(name)
             process.terminate()
@@ -244,6 +265,7 @@ class Stack:
             for p in sorted((self.home / "attempts").glob("*/trainer.log"))
         )
         return (
+            f"restarted processes: {self.restarts}\n"
             f"job: {json.dumps(self.job(job_id))[:2000]}\n"
             f"events: {[(e['to_status'], e['reason']) for e in self.events(job_id)]}\n"
             f"attempts: {json.dumps(self.attempts(job_id))[:3000]}\n"

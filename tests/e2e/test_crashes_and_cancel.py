@@ -49,6 +49,8 @@ def test_worker_killed_mid_launch_and_redis_restart_lose_nothing(make_stack) -> 
         ("SCHEDULED", "RUNNING"),
         ("RUNNING", "SUCCEEDED"),
     ]
+    # Whatever the Redis restart did to the worker (Celery usually reconnects; if it exits, it is
+    # restarted like a Deployment would be), nothing was lost or done twice.
 
 
 def test_cancel_while_running_stops_the_processes_and_closes_the_ledger(make_stack) -> None:  # type: ignore[no-untyped-def]
