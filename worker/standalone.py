@@ -14,7 +14,9 @@ from pathlib import Path
 import uvicorn
 
 from api.app import create_app
+from api.auth import authenticate
 from api.database import make_engine, make_session_factory, transaction
+from api.errors import DomainError
 from api.migrate import upgrade_to_head
 from api.settings import Settings
 from api.teams import service as teams
@@ -25,13 +27,27 @@ log = logging.getLogger("gpujobs")
 
 
 def ensure_default_team(settings: Settings, factory) -> str | None:  # type: ignore[no-untyped-def]
-    """Create the default team on first start and write its token to the credentials file."""
+    """Create the default team on first start, and make sure the credentials file holds a token
+    this database accepts (it may come from another checkout or an older database)."""
     with transaction(factory) as session:
-        if teams.get_by_name(session, name=settings.default_team) is not None:
+        team = teams.get_by_name(session, name=settings.default_team)
+        if team is None:
+            _, token = teams.create_team(session, name=settings.default_team, is_admin=True)
+        elif _credentials_work(session, settings):
             return None
-        _, token = teams.create_team(session, name=settings.default_team, is_admin=True)
+        else:
+            token = teams.create_token(session, name=settings.default_team)
     write_credentials(settings.credentials_file, url=settings.api_url(), token=token)
     return token
+
+
+def _credentials_work(session, settings: Settings) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        saved = json.loads(settings.credentials_file.read_text())
+        principal = authenticate(session, authorization=f"Bearer {saved['token']}", admin_token="")
+    except (OSError, ValueError, KeyError, DomainError):
+        return False
+    return saved.get("url") == settings.api_url() and principal.team_name == settings.default_team
 
 
 def write_credentials(path: Path, *, url: str, token: str) -> None:

@@ -105,6 +105,26 @@ def test_embedded_default_serves_the_api_with_the_printed_token(standalone) -> N
     assert cancelled.json()["status"] == "CANCELLED"
 
 
+def test_a_stale_credentials_file_is_replaced_on_start(tmp_path: Path) -> None:
+    """A token from another checkout's database would only get 401s: start writes a good one."""
+    from api.database import make_engine, make_session_factory
+    from api.migrate import upgrade_to_head
+    from api.settings import Settings
+    from worker.standalone import ensure_default_team, write_credentials
+
+    settings = Settings(home=tmp_path / "home", credentials_file=tmp_path / "credentials.json")
+    engine = make_engine(settings)
+    upgrade_to_head(engine)
+    factory = make_session_factory(engine)
+    first = ensure_default_team(settings, factory)
+    assert first is not None
+    assert ensure_default_team(settings, factory) is None  # still valid: left alone
+    write_credentials(settings.credentials_file, url=settings.api_url(), token="gpj_elsewhere")
+    replaced = ensure_default_team(settings, factory)
+    assert replaced is not None and replaced != first
+    assert json.loads(settings.credentials_file.read_text())["token"] == replaced
+
+
 def test_embedded_default_runs_a_job_and_serves_its_logs(standalone) -> None:  # type: ignore[no-untyped-def]
     url, credentials_file = standalone
     headers = {"Authorization": f"Bearer {json.loads(credentials_file.read_text())['token']}"}
