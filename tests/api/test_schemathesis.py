@@ -36,6 +36,19 @@ def test_no_input_causes_a_server_error(case, auth: dict[str, str]) -> None:  # 
     case.call_and_validate(headers=auth, excluded_checks=[positive_data_acceptance])
 
 
+@schema.parametrize()
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_no_input_causes_a_server_error_for_the_admin(case, token: str) -> None:  # type: ignore[no-untyped-def]
+    """The admin token reaches what team tokens cannot (reservations, budgets, every team)."""
+    del token  # a team exists, so budget endpoints can find one
+    admin = {"Authorization": "Bearer admin-secret-for-tests"}
+    case.call_and_validate(headers=admin, excluded_checks=[positive_data_acceptance])
+
+
 def test_fuzzing_reaches_real_jobs(app: FastAPI, auth: dict[str, str]) -> None:
     """The fuzzer mostly sees 404s for made-up ids; make sure real ids answer per the schema too."""
     from fastapi.testclient import TestClient
