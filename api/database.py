@@ -17,6 +17,7 @@ def make_engine(settings: Settings) -> Engine:
         settings.home.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin_immediate)
         return engine
     return create_engine(
         url,
@@ -27,12 +28,22 @@ def make_engine(settings: Settings) -> Engine:
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    # SQLite has no SELECT ... FOR UPDATE, and pysqlite only says BEGIN at the first write, so a
+    # read-then-write could act on a row another transaction changed meanwhile (a cancel undone
+    # by the reconciler). Take the transaction into our hands: see _sqlite_begin_immediate.
+    dbapi_connection.isolation_level = None
     # WAL lets the API read while the scheduler writes; foreign keys are off by default in SQLite.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _sqlite_begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
+    """Every transaction takes SQLite's write lock when it starts: transactions that read and then
+    write run one at a time, which is what row locks give us on PostgreSQL."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from api import metrics
-from api.auth import revoke_job_tokens
 from api.catalog.repository import mark_outage
 from api.database import transaction
 from api.jobs import lifecycle
@@ -28,6 +27,7 @@ from worker.outcomes import Outcome, outcome
 
 log = logging.getLogger(__name__)
 MICRO = 1_000_000
+CANCELLED = Outcome("cancelled", (JobStatus.CANCELLED,), "cancelled", started=True)
 
 
 def reconcile_once(cp: ControlPlane) -> int:
@@ -70,7 +70,10 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
             return 0
         attempt.stop_reason = "cancel"
         job = repo.job_for_update(session, job_id=attempt.job_id)
-        _close(session, attempt=attempt, job=job, now=cp.clock(), end_reason="cancelled")
+        now = cp.clock()
+        _close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")
+        # Spot hours survived until the cancel still count for the zone's preemption rate.
+        _observe_capacity(session, cp=cp, attempt=attempt, result=CANCELLED, now=now)
     return 1
 
 
@@ -121,8 +124,6 @@ def _close(
     if step is not None:
         attempt.end_step = int(step)
         attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))
-    if job is not None and job.status in {s.value for s in JobStatus if s.terminal}:
-        revoke_job_tokens(session, job_id=job.id, now=now)
 
 
 def _observe_capacity(
@@ -153,6 +154,8 @@ def _observe_capacity(
 
 
 def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcome) -> None:
+    if JobStatus(job.status) == JobStatus.CANCELLED:
+        return  # a cancel won the race: the attempt is closed, the job stays cancelled
     if result.preempted:
         job.preemptions += 1
         metrics.record_preemption()
@@ -162,8 +165,4 @@ def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcom
     if attempt.end_reason:
         data["end_reason"] = attempt.end_reason
     for status in result.path:
-        if JobStatus(job.status) == JobStatus.CANCELLED:
-            return  # a cancel won the race; the attempt is closed, the job stays cancelled
         lifecycle.switch_status(session, job, status, reason=result.reason, data=data)
-    if JobStatus(job.status).terminal:
-        revoke_job_tokens(session, job_id=job.id, now=attempt.ended_at or job.updated_at)

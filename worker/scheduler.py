@@ -70,7 +70,12 @@ def _decide_and_apply(
     cp: ControlPlane, *, ids: list[str], token: str, now: datetime, result: ScheduleResult
 ) -> None:
     with cp.factory() as session:
-        pending = [snapshots.job_state(job) for job in repo.jobs_by_ids(session, ids=ids)]
+        pending = []
+        for job in repo.jobs_by_ids(session, ids=ids):
+            try:
+                pending.append(snapshots.job_state(job))
+            except Exception:  # one unreadable job must not stop scheduling for everyone
+                log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
         running = [snapshots.job_state(j, a) for j, a in repo.running_jobs_with_attempts(session)]
         if not pending and not running:
             return

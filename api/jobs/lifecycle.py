@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.auth import revoke_job_tokens
 from api.errors import IllegalTransition
 from api.models import Job, JobEvent, utcnow
 from gpujobs.resources import JobStatus
@@ -66,6 +67,9 @@ def switch_status(
             data=data or {},
         )
     )
+    if to.terminal:
+        # An ended job's trainers have nothing left to report, whichever path ended it.
+        revoke_job_tokens(session, job_id=job.id, now=now)
     return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,7 +94,17 @@ def _replay(existing: Job, request_hash: str) -> Submitted:
     return Submitted(job=existing, created=False)
 
 
+def _is_id(value: str) -> bool:
+    """Ids are UUIDs; anything else (a NUL byte, which PostgreSQL refuses) is simply not found."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
 def get(session: Session, *, principal: Principal, job_id: str) -> Job:
+    if not _is_id(job_id):
+        raise NotFound(f"job {job_id!r} not found")
     job = repository.get(
         session, job_id=job_id, team_id=None if principal.is_admin else principal.team_id
     )
@@ -109,7 +120,7 @@ def decode_cursor(cursor: str | None) -> str | None:
         value = base64.urlsafe_b64decode(cursor.encode() + b"==").decode()
     except (binascii.Error, UnicodeError, ValueError):
         value = ""
-    if len(value) != 36:
+    if not _is_id(value):
         raise InvalidRequest(
             "invalid cursor", fields=[FieldError(field="cursor", reason="not a cursor we issued")]
         )
@@ -143,7 +154,10 @@ def list_jobs(
 def cancel(session: Session, *, principal: Principal, job_id: str) -> Job:
     """Cancel now in the database; the reconciler stops any running attempt through its launcher."""
     principal.require_team_token()
-    job = get(session, principal=principal, job_id=job_id)
+    get(session, principal=principal, job_id=job_id)  # visibility: another team's job is a 404
+    # Lock the row: the reconciler may be finishing the job at this very moment.
+    job = repository.get_for_update(session, job_id=job_id)
+    assert job is not None
     status = JobStatus(job.status)
     if status == JobStatus.CANCELLED:
         return job

@@ -6,10 +6,10 @@ The API reads logs through a `LogReader` installed by the composition root (the 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.errors import DomainError
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
 from api.jobs import repository, service
-from api.models import JobAttempt
+from api.models import Job, JobAttempt
 from gpujobs.resources import JobStatus
 
 LogReader = Callable[..., Iterator[str]]  # (handle, *, follow) -> chunks of text
@@ -43,33 +43,59 @@ def job_logs(
     follow: Annotated[bool, Query(description="Keep streaming until the job ends.")] = False,
 ) -> StreamingResponse:
     service.get(session, principal=principal, job_id=job_id)
+    # The request's session lives until the stream ends: end its transaction now, so a long
+    # stream holds no database lock (SQLite's is database-wide).
+    session.rollback()
     reader: LogReader | None = request.app.state.logs
     if reader is None:
         raise LogsUnavailable("this API process has no log reader (run it from the worker)")
     stream = _stream(
-        factory=request.app.state.session_factory, reader=reader, job_id=job_id, follow=follow
+        request=request,
+        factory=request.app.state.session_factory,
+        reader=reader,
+        job_id=job_id,
+        follow=follow,
     )
     return StreamingResponse(stream, media_type="text/plain; charset=utf-8")
 
 
-def _stream(
-    *, factory: sessionmaker[Session], reader: LogReader, job_id: str, follow: bool
-) -> Iterator[str]:
+async def _stream(
+    *,
+    request: Request,
+    factory: sessionmaker[Session],
+    reader: LogReader,
+    job_id: str,
+    follow: bool,
+) -> AsyncIterator[str]:
+    """Blocking reads go to worker threads one chunk at a time and waits are async sleeps, so a
+    follower holds no thread while nothing happens and stops when its client goes away."""
     shown: set[str] = set()
     while True:
-        with factory() as session:
-            attempts = repository.attempts(session, job_id=job_id)
-            job = repository.get(session, job_id=job_id, team_id=None)
+        attempts, job = await anyio.to_thread.run_sync(_load, factory, job_id)
         for attempt in attempts:
             if attempt.id in shown or attempt.launch_handle is None:
                 continue
             shown.add(attempt.id)
             yield _header(attempt)
             live = follow and attempt.ended_at is None
-            yield from reader(attempt.launch_handle, follow=live)
+            chunks = reader(attempt.launch_handle, follow=live)
+            while (chunk := await anyio.to_thread.run_sync(next, chunks, None)) is not None:
+                yield chunk
+                if await request.is_disconnected():
+                    return
         if not follow or job is None or JobStatus(job.status).terminal:
             return
-        time.sleep(1.0)
+        if await request.is_disconnected():
+            return
+        await anyio.sleep(1.0)
+
+
+def _load(factory: sessionmaker[Session], job_id: str) -> tuple[list[JobAttempt], Job | None]:
+    with factory() as session:
+        return (
+            repository.attempts(session, job_id=job_id),
+            repository.get(session, job_id=job_id, team_id=None),
+        )
 
 
 def _header(attempt: JobAttempt) -> str:

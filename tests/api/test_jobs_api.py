@@ -188,3 +188,13 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/readyz").json() == {"status": "ok"}
     assert "/v1/jobs" in client.get("/openapi.json").json()["paths"]
     assert client.get("/docs").status_code == 200
+
+
+def test_malformed_and_nul_ids_are_not_found(client: TestClient, auth: dict[str, str]) -> None:
+    # PostgreSQL refuses NUL in text: such an id must be a 404, not a database error.
+    for job_id in ("%00", "0" * 35 + "%00", "not-a-uuid"):
+        response = client.get(f"/v1/jobs/{job_id}", headers=auth)
+        assert response.status_code == 404, (job_id, response.text)
+    nul_cursor = "MDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMAA"  # 35 chars + NUL
+    response = client.get("/v1/jobs", params={"cursor": nul_cursor}, headers=auth)
+    assert response.status_code == 422

@@ -85,3 +85,18 @@ def test_terminal_statuses_have_no_way_out() -> None:
             assert not lifecycle.TRANSITIONS[status]
         else:
             assert S.CANCELLED in lifecycle.TRANSITIONS[status]
+
+
+def test_a_terminal_status_revokes_the_jobs_tokens(session_factory: sessionmaker[Session]) -> None:
+    """Whatever ends a job (a cancel while PENDING, a rejection), its trainers' tokens die."""
+    from api.auth import issue_token
+    from api.models import ApiToken
+
+    with transaction(session_factory) as session:
+        job = _job(session)
+        issue_token(session, team_id=job.team_id, job_id=job.id, name="attempt 1")
+        lifecycle.switch_status(session, job, S.CANCELLED, reason="cancelled by user")
+        job_id = job.id
+    with session_factory() as session:
+        tokens = session.scalars(select(ApiToken).where(ApiToken.job_id == job_id)).all()
+        assert tokens and all(t.revoked_at is not None for t in tokens)

@@ -117,10 +117,10 @@ class LocalLauncher:
         if alive:
             self._deliver_market(directory)
             return Observation(ObservedState.RUNNING)
+        if code == 0:  # finished before a stop took effect: the work is done either way
+            return Observation(ObservedState.SUCCEEDED, exit_code=0)
         if stop == "cancel":
             return Observation(ObservedState.CANCELLED, exit_code=code)
-        if code == 0:
-            return Observation(ObservedState.SUCCEEDED, exit_code=0)
         if noticed:
             return Observation(
                 ObservedState.PREEMPTED, exit_code=code, message="spot capacity was reclaimed"

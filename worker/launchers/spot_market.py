@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Protocol
@@ -24,15 +25,22 @@ class SpotMarket(Protocol):
 
 
 def market_origin(state_dir: Path) -> float:
+    """The market's clock origin, fixed by whichever process asks first (atomically)."""
     path = state_dir / "market.json"
-    if path.exists():
-        return float(json.loads(path.read_text())["t0"])
     state_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"t0": t0}))
-    tmp.replace(path)
-    return float(json.loads(path.read_text())["t0"])
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps({"t0": time.time()}))
+    for _ in range(50):  # the winner may still be writing its line
+        text = path.read_text()
+        if text:
+            return float(json.loads(text)["t0"])
+        time.sleep(0.01)
+    raise RuntimeError(f"{path} stays empty")
 
 
 class TraceMarket:
