@@ -195,6 +195,6 @@ def test_malformed_and_nul_ids_are_not_found(client: TestClient, auth: dict[str,
     for job_id in ("%00", "0" * 35 + "%00", "not-a-uuid"):
         response = client.get(f"/v1/jobs/{job_id}", headers=auth)
         assert response.status_code == 404, (job_id, response.text)
-    nul_cursor = "MDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMAA"  # 35 chars + NUL
+    nul_cursor = "MDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAA"  # 35 zeros + NUL: 36 chars
     response = client.get("/v1/jobs", params={"cursor": nul_cursor}, headers=auth)
     assert response.status_code == 422
