@@ -28,11 +28,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.models import Job
+from api.jobs import repository
 from gpujobs.resources import JobStatus
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -90,8 +89,7 @@ class JobsByStatus(Collector):
     def collect(self) -> Iterator[Metric]:
         gauge = GaugeMetricFamily("gpujobs_jobs", "Jobs by status, now.", labels=["status"])
         with self.session_factory() as session:
-            rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
-            counts: dict[str, int] = {status: count for status, count in rows}
+            counts = repository.counts_by_status(session)
         for status in JobStatus:
             gauge.add_metric([status.value], counts.get(status.value, 0))
         yield gauge

@@ -1,4 +1,4 @@
-"""Plans for a spec from the placement cost model, guarded so odd specs answer 422, not 500."""
+"""Plans for a spec from the placement cost model; a spec without a work estimate is a 422."""
 
 from __future__ import annotations
 
@@ -32,20 +32,12 @@ def plans(
             f"estimated_hours: {reason}",
             fields=[FieldError(field="estimated_hours", reason=reason)],
         )
-    try:
-        return estimate(
-            spec,
-            catalog,
-            priors,
-            now,
-            reservations=reservations,
-            unavailable=unavailable,
-            limit=limit,
-        )
-    except OverflowError:
-        # The finish time is past year 9999: checkpoint overhead leaves no time to train.
-        field = "trainer.checkpoint.every_seconds"
-        reason = "checkpointing this often leaves no time for training; checkpoint less often"
-        raise InvalidRequest(
-            f"{field}: {reason}", fields=[FieldError(field=field, reason=reason)]
-        ) from None
+    return estimate(
+        spec,
+        catalog,
+        priors,
+        now,
+        reservations=reservations,
+        unavailable=unavailable,
+        limit=limit,
+    )

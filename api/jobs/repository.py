@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt, JobEvent
@@ -67,3 +67,8 @@ def open_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
         .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
         .order_by(JobAttempt.number.desc())
     ).first()
+
+
+def counts_by_status(session: Session) -> dict[str, int]:
+    rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
+    return {status: count for status, count in rows}

@@ -99,3 +99,13 @@ def test_zones_without_spot_capacity_are_left_out(
 def test_the_teams_remaining_budget_is_shown(client: TestClient, auth: dict[str, str]) -> None:
     client.put("/v1/admin/teams/team-a/budget", json={"monthly_usd": 25}, headers=ADMIN)
     assert client.post(URL, json=spec(), headers=auth).json()["remaining_budget"] == 25
+
+
+def test_checkpointing_so_often_that_no_work_gets_done_cannot_meet_the_deadline(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    trainer = {"steps": 100, "checkpoint": {"every_seconds": 1e-9}}
+    response = client.post(URL, json=spec(trainer=trainer), headers=auth)
+    assert response.status_code == 200
+    plans = response.json()["plans"]
+    assert plans and all(p["p_meet_deadline"] == 0 for p in plans)
