@@ -120,13 +120,9 @@ def _usage_params(
 
 
 def _plans(body: Any) -> builtins.list[dict[str, Any]]:
-    """Ranked plans, whether the server answers a bare list or wraps it in an object."""
-    if isinstance(body, dict):
-        for key in ("plans", "items"):
-            if isinstance(body.get(key), list):
-                return body[key]
-    if isinstance(body, list):
-        return body
+    """The ranked plans of a POST /v1/estimate answer."""
+    if isinstance(body, dict) and isinstance(body.get("plans"), list):
+        return body["plans"]
     raise errors.ServerError("unexpected estimate answer", code="bad_response")
 
 

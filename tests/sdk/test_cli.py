@@ -17,7 +17,6 @@ from gpujobs.cli.render import ProgressBar
 from gpujobs.client import Client, load_spec
 from gpujobs.resources import Job, JobStatus, Progress
 from gpujobs.spec import JobSpec
-from tests.sdk.flaky import Answer, flaky_server
 from tests.sdk.server import LiveApi, free_port
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -143,24 +142,26 @@ def test_usage_prints_a_table_and_json(env: dict[str, str]) -> None:
     assert gpujobs("usage", "--from", "last tuesday")[0] == 2
 
 
-def test_estimate_and_logs_through_their_contract(monkeypatch: pytest.MonkeyPatch) -> None:
-    plans = [
-        {"gpu_model": "L4", "capacity_type": "spot", "expected_cost": 3.5, "p_on_time": 0.97},
-        {"gpu_model": "A100", "capacity_type": "on_demand", "expected_cost": 11.25},
-    ]
-    with flaky_server() as (url, server):
-        server.on("POST", "/v1/estimate", Answer(200, plans), Answer(200, plans))
-        server.on("GET", "/v1/jobs/j1/logs", Answer(200, chunks=["loss 2.1\n", "loss 1.9\n"]))
-        monkeypatch.setenv("GPUJOBS_URL", url)
-        monkeypatch.setenv("GPUJOBS_TOKEN", "t")
-        code, out = gpujobs("estimate", GPT_SMALL)
-        assert code == 0
-        header, first, second = out.splitlines()
-        assert header.split() == ["#", "GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST", "P_ON_TIME"]
-        assert first.split() == ["1", "L4", "spot", "$3.50", "97%"]
-        assert second.split() == ["2", "A100", "on_demand", "$11.25", "-"]
-        assert json.loads(gpujobs("estimate", GPT_SMALL, "--json")[1]) == plans
-        assert gpujobs("logs", "j1", "-f") == (0, "loss 2.1\nloss 1.9\n")
+def test_estimate_and_logs_against_the_api(
+    api: LiveApi, team_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUJOBS_URL", api.url)
+    monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
+    code, out = gpujobs("estimate", GPT_SMALL)
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split()[0] == "#"
+    assert {"GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST"} <= set(header.split())
+    assert rows and rows[0].split()[0] == "1"
+    code, out = gpujobs("estimate", GPT_SMALL, "--json")
+    with Client(api.url, team_token) as gj:
+        ranked = [(p["offer"]["key"], p["capacity_type"]) for p in json.loads(out)]
+        assert ranked == [(p["offer"]["key"], p["capacity_type"]) for p in gj.estimate(GPT_SMALL)]
+        job = gj.submit(GPT_SMALL)
+    api.finish_with_log(job.id, "loss 2.1\nloss 1.9\n")
+    code, out = gpujobs("logs", job.id, "-f")
+    assert code == 0
+    assert out.startswith("=== attempt 1:") and out.endswith("loss 2.1\nloss 1.9\n")
 
 
 def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:

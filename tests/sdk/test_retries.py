@@ -113,43 +113,39 @@ def test_an_unreachable_api_is_a_connection_failure() -> None:
     assert url in caught.value.message
 
 
-def test_logs_are_text_and_follow_streams_chunks() -> None:
-    with flaky_server() as (url, server):
-        server.on("GET", "/v1/jobs/j1/logs", Answer(200, "step 1\nstep 2\n"))
-        server.on("GET", "/v1/jobs/j1/logs", Answer(200, chunks=["step 1\n", "step 2\n", "done\n"]))
-        with Client(url, "t", retry=FAST) as gj:
-            assert gj.logs("j1") == "step 1\nstep 2\n"
-            assert "".join(gj.logs("j1", follow=True)) == "step 1\nstep 2\ndone\n"
-    first, follow = server.requests("GET", "/v1/jobs/j1/logs")
-    assert follow.headers["Authorization"] == "Bearer t"
+def test_logs_are_text_and_follow_streams_chunks(gj: Client, api: LiveApi) -> None:
+    job = gj.submit(job_body("logged"))
+    api.finish_with_log(job.id, "step 1\nstep 2\n")
+    text = gj.logs(job.id)
+    assert text.startswith("=== attempt 1: on_demand g4dn.xlarge")
+    assert text.endswith("step 1\nstep 2\n")
+    assert "".join(gj.logs(job.id, follow=True)) == text  # the job has ended: the stream ends
 
 
-def test_estimate_returns_the_ranked_plans() -> None:
-    plans = [
-        {"rank": 1, "capacity_type": "spot", "expected_cost": 3.2},
-        {"rank": 2, "capacity_type": "on_demand", "expected_cost": 9.8},
-    ]
-    with flaky_server() as (url, server):
-        server.on("POST", "/v1/estimate", Answer(200, plans), Answer(200, {"plans": plans}))
-        with Client(url, "t", retry=FAST) as gj:
-            assert gj.estimate(job_body("priced")) == plans
-            assert gj.estimate(job_body("priced")) == plans
+def test_estimate_returns_the_ranked_plans(gj: Client) -> None:
+    plans = gj.estimate(job_body("priced", estimated_hours=2, deadline_hours=12))
+    assert plans
+    likely = [p["p_meet_deadline"] >= 0.9 for p in plans]
+    assert likely == sorted(likely, reverse=True)  # plans likely to meet the deadline come first
+    costs = [p["expected_cost"] for p in plans if p["p_meet_deadline"] >= 0.9]
+    assert costs == sorted(costs)  # and among them the cheapest first
+    with pytest.raises(errors.InvalidSpec) as caught:
+        gj.estimate(job_body("unpriced"))  # no estimated_hours: nothing to price
+    assert [f.field for f in caught.value.fields] == ["estimated_hours"]
 
 
 def test_the_async_client_retries_and_streams_too(api: LiveApi, team_token: str) -> None:
     async def scenario(url: str) -> tuple[str, list[str], str]:
         async with AsyncClient(url, team_token, retry=FAST) as gj:
             job = await gj.submit(job_body("async-flaky"))
+            api.finish_with_log(job.id, "a\nb\n")
             chunks = [chunk async for chunk in gj.follow_logs(job.id)]
             return job.id, chunks, await gj.logs(job.id)
 
     with flaky_server(api.url) as (url, server):
         server.on("POST", "/v1/jobs", UNAVAILABLE)
-        server.on(
-            "GET", "/v1/jobs/*/logs", Answer(200, chunks=["a\n", "b\n"]), Answer(200, "all\n")
-        )
         job_id, chunks, text = asyncio.run(scenario(url))
     assert len(server.requests("POST", "/v1/jobs")) == 2
-    assert "".join(chunks) == "a\nb\n" and text == "all\n"
+    assert "".join(chunks) == text and text.endswith("a\nb\n")
     with Client(api.url, team_token) as direct:
         assert [j.id for j in direct.list()] == [job_id]
