@@ -14,7 +14,24 @@ from gpujobs.spec import JobSpec
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
-@router.post("", status_code=201, response_model=r.Job)
+_LOCATION = {"description": "The job's URL.", "schema": {"type": "string"}}
+_SUBMIT_RESPONSES: dict[int | str, dict[str, object]] = {
+    201: {"description": "The job was created.", "headers": {"Location": _LOCATION}},
+    200: {
+        "model": r.Job,
+        "description": "An idempotent replay: the job first created with this Idempotency-Key.",
+        "headers": {
+            "Location": _LOCATION,
+            "Idempotent-Replayed": {
+                "description": "Always `true`: nothing new was created.",
+                "schema": {"type": "string", "enum": ["true"]},
+            },
+        },
+    },
+}
+
+
+@router.post("", status_code=201, response_model=r.Job, responses=_SUBMIT_RESPONSES)
 def submit_job(
     request: Request,
     spec: JobSpec,
