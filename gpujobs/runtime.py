@@ -21,6 +21,9 @@ ENV_JOB_TOKEN = "GPUJOBS_JOB_TOKEN"
 EXIT_PREEMPTED = 75
 # SIGTERM arrived but the checkpoint on notice was disabled or could not be written.
 EXIT_PREEMPTED_NO_CHECKPOINT = 76
+# The job cannot run as specified (bad configuration, a workload that is not allowed or does not
+# import): retrying cannot help, so the job fails at once. 78 is EX_CONFIG from sysexits.h.
+EXIT_CONFIG_ERROR = 78
 
 
 class RunConfig(StrictModel):
