@@ -47,6 +47,7 @@ from api.errors import Unauthorized
 from api.jobs import repository
 from api.models import utcnow
 from api.money import MICRO, month_start
+from api.settings import get_settings
 from api.teams import repository as teams
 from gpujobs.resources import JobStatus
 
@@ -114,9 +115,11 @@ class _QuietHandler(WSGIRequestHandler):
         return None
 
 
-def serve(port: int, addr: str = "127.0.0.1", *, metrics_token: str = "") -> None:
+def serve(port: int, addr: str = "127.0.0.1", *, metrics_token: str | None = None) -> None:
     """Expose this process's counters on their own port (for a worker outside the API), with
-    the same rule as the API's `/metrics`."""
+    the same rule as the API's `/metrics`; the token defaults to GPUJOBS_METRICS_TOKEN."""
+    if metrics_token is None:
+        metrics_token = get_settings().metrics_token
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         try:

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Response
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.models import utcnow
 from api.teams import service
-from api.tokens.endpoints import NO_STORE
+from api.tokens.endpoints import NO_STORE, NO_STORE_HEADER
+from gpujobs.resources import ErrorBody
 from gpujobs.tokens import CreatedTeam, TeamList, TeamRequest
 
 router = APIRouter(prefix="/v1/admin/teams", tags=["admin"], responses=ERROR_RESPONSES)
@@ -18,8 +19,11 @@ router = APIRouter(prefix="/v1/admin/teams", tags=["admin"], responses=ERROR_RES
     status_code=201,
     response_model=CreatedTeam,
     responses={
-        201: {"description": "The team and its first token in clear, shown this once."},
-        409: {"description": "A team with this name exists."},
+        201: {
+            "description": "The team and its first token in clear, shown this once.",
+            "headers": NO_STORE_HEADER,
+        },
+        409: {"model": ErrorBody, "description": "A team with this name exists."},
     },
 )
 def create_team(body: TeamRequest, session: SessionDep, principal: PrincipalDep) -> Response:

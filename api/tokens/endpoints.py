@@ -18,6 +18,12 @@ TeamName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN
 TokenId = Annotated[str, Path(min_length=36, max_length=36, pattern=r"^[0-9a-f-]{36}$")]
 # A new token in clear must not sit in a cache on the way.
 NO_STORE = {"Cache-Control": "no-store"}
+NO_STORE_HEADER = {
+    "Cache-Control": {
+        "description": "`no-store`: the body holds a token in clear.",
+        "schema": {"type": "string"},
+    }
+}
 
 
 @router.get("/v1/admin/tokens", response_model=TokenList)
@@ -45,7 +51,9 @@ def list_tokens(
     "/v1/admin/teams/{team}/tokens",
     status_code=201,
     response_model=IssuedToken,
-    responses={201: {"description": "The token in clear, shown this once."}},
+    responses={
+        201: {"description": "The token in clear, shown this once.", "headers": NO_STORE_HEADER}
+    },
 )
 def create_token(
     team: TeamName, body: TokenRequest, session: SessionDep, principal: PrincipalDep
