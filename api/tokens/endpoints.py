@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Body, Path, Query, Response
 
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.models import utcnow
@@ -56,8 +56,12 @@ def list_tokens(
     },
 )
 def create_token(
-    team: TeamName, body: TokenRequest, session: SessionDep, principal: PrincipalDep
+    team: TeamName,
+    session: SessionDep,
+    principal: PrincipalDep,
+    body: Annotated[TokenRequest | None, Body()] = None,
 ) -> Response:
+    body = body or TokenRequest()
     issued = service.create_token(
         session,
         principal=principal,

@@ -109,6 +109,7 @@ def test_tokens_are_listed_without_their_secret_and_filtered_by_team(
     create_team(client, "acme")
     listed = tokens(client, team="team-a")
     assert [(t["team"], t["name"]) for t in listed] == [("team-a", "initial"), ("team-a", "ci")]
+    assert listed[1]["id"] == issued["info"]["id"]
     assert {t["team"] for t in tokens(client)} == {"team-a", "acme"}
     everything = client.get("/v1/admin/tokens", headers=ADMIN).text
     assert token not in everything and issued["token"] not in everything
@@ -116,6 +117,8 @@ def test_tokens_are_listed_without_their_secret_and_filtered_by_team(
     missing = client.get("/v1/admin/tokens", params={"team": "nobody"}, headers=ADMIN)
     assert missing.status_code == 404
     assert client.post("/v1/admin/teams/nobody/tokens", json={}, headers=ADMIN).status_code == 404
+    no_body = client.post("/v1/admin/teams/team-a/tokens", headers=ADMIN)
+    assert no_body.status_code == 201 and no_body.json()["info"]["expires_at"] is None
     unknown = client.post("/v1/admin/teams/team-a/tokens", json={"expires_in": 60}, headers=ADMIN)
     assert unknown.status_code == 422
 
@@ -220,3 +223,15 @@ def test_a_team_that_was_an_admin_before_the_migration_no_longer_is(tmp_path: Pa
         assert client.get("/v1/admin/tokens", headers=old).status_code == 403
         assert client.get("/v1/admin/tokens", headers=ADMIN).status_code == 200
     engine.dispose()
+
+
+def test_a_name_taken_by_a_concurrent_request_is_a_conflict_not_a_500(
+    session_factory: sessionmaker[Session],
+) -> None:
+    """The unique index decides when two requests create the same team at once."""
+    from api.teams import repository
+
+    with session_factory() as session:
+        assert repository.add(session, name="acme") is not None
+        assert repository.add(session, name="acme") is None  # the index refused it
+        assert [t.name for t in repository.all_teams(session)] == ["acme"]
