@@ -22,6 +22,8 @@ from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
+from api.teams import endpoints as teams
+from api.tokens import endpoints as tokens
 from api.usage import endpoints as usage
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,8 @@ def create_app(
     app.include_router(estimates.router)
     app.include_router(reservations.router)
     app.include_router(budgets.router)
+    app.include_router(teams.router)
+    app.include_router(tokens.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics.RequestMetrics)
     return app

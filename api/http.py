@@ -16,8 +16,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.auth import Principal, authenticate
+from api.auth import Principal, authenticate, record_use
 from api.errors import DomainError
+from api.models import utcnow
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,17 @@ def get_principal(
     session: SessionDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    return authenticate(
+    now = utcnow()
+    principal = authenticate(
         session,
         authorization=authorization,
         admin_token=request.app.state.settings.admin_token,
+        now=now,
     )
+    if record_use(session, principal=principal, now=now):
+        # Its own short write: a GET commits nothing else, and the use must still be recorded.
+        session.commit()
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
