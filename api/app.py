@@ -20,6 +20,7 @@ from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
+from api.openapi import install_openapi, operation_id
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
 from api.usage import endpoints as usage
@@ -48,6 +49,9 @@ def create_app(
         title="gpujobs",
         version="0.1.0",
         summary="Run GPU training jobs on the cheapest capacity that meets their deadline.",
+        docs_url=None,  # served from the package by install_openapi: no CDN
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(make_engine(settings))
@@ -65,6 +69,7 @@ def create_app(
     app.include_router(estimates.router)
     app.include_router(reservations.router)
     app.include_router(budgets.router)
+    install_openapi(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics.RequestMetrics)
     return app
