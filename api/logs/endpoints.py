@@ -48,7 +48,7 @@ def job_logs(
     principal: PrincipalDep,
     follow: Annotated[bool, Query(description="Keep streaming until the job ends.")] = False,
 ) -> StreamingResponse:
-    service.get(session, principal=principal, job_id=job_id)
+    job_id = service.get(session, principal=principal, job_id=job_id).id
     # The request's session lives until the stream ends: end its transaction now, so a long
     # stream holds no database lock (SQLite's is database-wide).
     session.rollback()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -14,13 +15,65 @@ from gpujobs.resources import Job, JobAttempt
 
 
 def money(usd: float | None) -> str:
+    """Cents, and for amounts under a cent the first significant digits: never a false $0.00."""
     if usd is None:
         return "-"
-    return f"-${-usd:,.2f}" if usd < 0 else f"${usd:,.2f}"
+    amount = abs(usd)
+    text = f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.2g}"
+    return f"-${text}" if usd < 0 else f"${text}"
 
 
-def when(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+def when(value: datetime | None, *, seconds: bool = False) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
+
+
+def event_figures(data: dict[str, Any]) -> str:
+    """An event's figures on one line: `key=value`, floats rounded for reading."""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, dict | list):
+            value = json.dumps(value, separators=(",", ":"))
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+class LogLines:
+    """Log text as it arrives; with `as_json`, one JSON object per line, tagged with its attempt
+    (from the `=== attempt N: ... ===` lines the API puts before each attempt's output)."""
+
+    HEADER = re.compile(r"^=== attempt (\d+): (.*) ===$")
+
+    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.partial = ""
+        self.attempt: int | None = None
+
+    def feed(self, chunk: str) -> None:
+        if not self.as_json:
+            self.out.write(chunk)
+            self.out.flush()
+            return
+        *lines, self.partial = (self.partial + chunk).split("\n")
+        for line in lines:
+            self._line(line)
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.as_json and self.partial:
+            self._line(self.partial)
+            self.partial = ""
+
+    def _line(self, line: str) -> None:
+        header = self.HEADER.match(line)
+        if header:
+            self.attempt = int(header.group(1))
+            return
+        self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
