@@ -40,6 +40,7 @@ EXIT_CODES: dict[type[errors.GpuJobsError], int] = {
     errors.Conflict: 6,
 }
 OK, JOB_NOT_SUCCEEDED, USAGE = 0, 1, 2
+JOB_HELP = "the job's id, a unique start of it, or its name"
 
 Command = Callable[[Client, argparse.Namespace, TextIO], int]
 
@@ -76,17 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=None, help="show at most N jobs")
     ls.set_defaults(run=cmd_ls)
 
-    job_ref = {"metavar": "JOB", "help": "id, unique id prefix, or name"}
     show = sub.add_parser("show", parents=[common], help="one job, with its attempts")
-    show.add_argument("job_id", **job_ref)
+    show.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     show.set_defaults(run=cmd_show)
 
     events = sub.add_parser("events", parents=[common], help="a job's decisions and changes")
-    events.add_argument("job_id", **job_ref)
+    events.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     events.set_defaults(run=cmd_events)
 
     logs = sub.add_parser("logs", parents=[common], help="a job's log, followed until the job ends")
-    logs.add_argument("job_id", **job_ref)
+    logs.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     logs.add_argument(
         "--no-follow", dest="follow", action="store_false", help="print what is there and stop"
     )
@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     logs.set_defaults(run=cmd_logs, follow=True)
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a job")
-    cancel.add_argument("job_id", **job_ref)
+    cancel.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     cancel.set_defaults(run=cmd_cancel)
 
     offers = sub.add_parser("offers", parents=[common], help="the price catalog, cheapest first")
