@@ -169,8 +169,13 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         return OK
     sys.stderr.write(f"submitted {job.id}  {job.name}; waiting (Ctrl-C stops waiting)\n")
     bar = render.ProgressBar(sys.stderr)
+    seen: set[int] = set()
 
     def on_progress(current: Job) -> None:
+        for event in client.events(current.id):
+            if event.id not in seen:
+                seen.add(event.id)
+                bar.note(f"{render.when(event.at, seconds=True)}  {render.event_line(event)}")
         bar.update(current, render.cost_so_far(client.attempts(current.id)))
 
     try:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from gpujobs.resources import Job, JobAttempt
+from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus
 
 
 def money(usd: float | None) -> str:
@@ -39,6 +39,32 @@ def event_figures(data: dict[str, Any]) -> str:
             value = json.dumps(value, separators=(",", ":"))
         parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+def event_line(event: JobEvent) -> str:
+    """One line a person reads while waiting: where the job went, and why."""
+    d = event.data
+    attempt = f"attempt {d['attempt']}" if "attempt" in d else "job"
+    to = event.to_status
+    reason = f": {event.reason}" if event.reason else ""
+    if to == JobStatus.SCHEDULED and "offer" in d:
+        figures = [f"{money(d.get('price_per_hour'))}/h"]
+        if "expected_cost" in d:
+            figures.append(f"expected {money(d['expected_cost'])}")
+        if "p_meet_deadline" in d:
+            figures.append(f"P(meet deadline) {d['p_meet_deadline']:.0%}")
+        capacity = str(d.get("capacity_type", "")).replace("_", "-")
+        return f"{attempt} placed on {capacity} {d['offer']} ({', '.join(figures)}){reason}"
+    if to == JobStatus.RUNNING:
+        return f"{attempt} running"
+    if to == JobStatus.PREEMPTED:
+        step = f" at step {d['step']}" if d.get("step") is not None else ""
+        return f"{attempt} preempted{step}{reason}"
+    if to == JobStatus.PENDING and event.from_status is not None:
+        resume = d.get("resume_from_step")
+        again = f"; will resume from step {resume}" if resume else ""
+        return f"back to pending{again}{reason}"
+    return f"{to.value.lower()}{reason}"
 
 
 class LogLines:
@@ -148,6 +174,16 @@ class ProgressBar:
         elif state != self.last_state:
             self.out.write(line + "\n")
         self.last, self.last_state = line, state
+
+    def note(self, line: str) -> None:
+        """A line above the bar, which is then drawn again below it."""
+        if self.tty:
+            self.out.write("\r" + line.ljust(len(self.last)) + "\n")
+            if self.last:
+                self.out.write(self.last)
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
 
     def finish(self) -> None:
         if self.tty and self.last:

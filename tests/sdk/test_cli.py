@@ -8,14 +8,15 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from gpujobs.cli import main
+from gpujobs.cli import main, render
 from gpujobs.cli.render import ProgressBar, money
 from gpujobs.client import Client, load_spec
-from gpujobs.resources import Job, JobStatus, Progress
+from gpujobs.resources import Job, JobEvent, JobStatus, Progress
 from gpujobs.spec import JobSpec
 from gpujobs.version import __version__
 from tests.sdk.server import LiveApi, free_port
@@ -92,6 +93,29 @@ def test_submit_wait_exits_1_when_the_job_is_cancelled(
     assert out.split()[1:3] == ["gpt-small", "CANCELLED"]
     progress = capsys.readouterr().err
     assert "waiting for the first progress report" in progress and "CANCELLED" in progress
+    assert "cancelled: cancelled by user" in progress  # each event gets a line above the bar
+
+
+def test_event_lines_say_where_the_job_went_and_why() -> None:
+    def event(to: str, frm: str | None, reason: str, **data: object) -> JobEvent:
+        return JobEvent(id=1, job_id="j", at=datetime.now(UTC), from_status=frm, to_status=to,
+                        reason=reason, data=data)  # fmt: skip
+
+    placed = event(
+        "SCHEDULED", "PENDING", "spot: cheapest expected cost while slack remains", attempt=2,
+        offer="aws:use1-az1:g5.xlarge:A10Gx1", capacity_type="spot", price_per_hour=0.45,
+        expected_cost=1.234, p_meet_deadline=0.97,
+    )  # fmt: skip
+    assert render.event_line(placed) == (
+        "attempt 2 placed on spot aws:use1-az1:g5.xlarge:A10Gx1 ($0.45/h, expected $1.23, "
+        "P(meet deadline) 97%): spot: cheapest expected cost while slack remains"
+    )
+    preempted = event("PREEMPTED", "RUNNING", "spot capacity was reclaimed", attempt=2, step=32)
+    assert render.event_line(preempted) == (
+        "attempt 2 preempted at step 32: spot capacity was reclaimed"
+    )
+    again = event("PENDING", "PREEMPTED", "spot capacity was reclaimed", resume_from_step=30)
+    assert "will resume from step 30" in render.event_line(again)
 
 
 def test_wait_timeout_exits_7(env: dict[str, str]) -> None:
