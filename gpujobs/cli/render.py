@@ -19,7 +19,12 @@ def money(usd: float | None) -> str:
     if usd is None:
         return "-"
     amount = abs(usd)
-    text = f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.2g}"
+    if amount >= 0.01 or amount == 0:
+        text = f"{amount:,.2f}"
+    elif amount >= 0.0001:
+        text = f"{amount:.4f}".rstrip("0")
+    else:
+        return "<$0.0001" if usd > 0 else "-<$0.0001"
     return f"-${text}" if usd < 0 else f"${text}"
 
 
@@ -164,6 +169,8 @@ class ProgressBar:
             steps = f"{bar} {p.step}/{p.total_steps} steps {done:4.0%}"
         elif p is not None:
             steps = f"step {p.step}"
+        elif job.status == JobStatus.RUNNING:
+            steps = "starting: the trainer has not reported a step yet"
         else:
             steps = "waiting for the first progress report"
         line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(cost)}"

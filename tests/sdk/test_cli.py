@@ -292,3 +292,5 @@ def test_version_and_money_below_a_cent() -> None:
     assert money(0) == "$0.00"
     assert money(1234.5) == "$1,234.50"
     assert money(-0.005) == "-$0.005"
+    assert money(0.00097) == "$0.001"
+    assert money(0.00004) == "<$0.0001"
