@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import health, metrics
 from api.admission import default_admission
+from api.artifacts import endpoints as artifacts
 from api.budgets import endpoints as budgets
 from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
@@ -62,6 +63,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(job_logs.router)
+    app.include_router(artifacts.router)
     app.include_router(usage.router)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -31,7 +32,7 @@ from gpujobs import config, errors
 from gpujobs import operations as ops
 from gpujobs.operations import Operation, StatusFilter
 from gpujobs.plans import Estimate, OfferList
-from gpujobs.resources import Job, JobAttempt, JobEvent
+from gpujobs.resources import Artifacts, Checkpoint, Job, JobAttempt, JobEvent
 from gpujobs.spec import CapacityType, JobSpec
 from gpujobs.usage import UsageGroupBy, UsageReport
 from gpujobs.version import __version__
@@ -85,6 +86,23 @@ def load_spec(source: SpecSource) -> JobSpec:
         return JobSpec.model_validate(source)
     except ValidationError as error:
         raise errors.from_validation_error(error) from error
+
+
+def pick_checkpoint(listing: Artifacts, step: int | None) -> Checkpoint:
+    """The checkpoint at `step`, or the final one (the trained weights)."""
+    wanted = listing.final_step if step is None else step
+    for checkpoint in listing.checkpoints:
+        if checkpoint.step == wanted:
+            return checkpoint
+    if step is None:
+        raise errors.NotFound(
+            f"job {listing.job_id} has no final weights yet (it has not succeeded); "
+            "pass a step to download a checkpoint",
+            code="not_found",
+        )
+    raise errors.NotFound(
+        f"job {listing.job_id} has no checkpoint at step {step}", code="not_found"
+    )
 
 
 class _Base:
@@ -271,6 +289,34 @@ class Client(_Base):
             raise self._connection_failed(self.url, error) from error
         finally:
             response.close()
+
+    def artifacts(self, job: str) -> Artifacts:
+        """The job's complete checkpoints; `final_step` names the trained weights."""
+        return self._call(ops.artifacts(job))
+
+    def download(self, job: str, directory: str | Path, *, step: int | None = None) -> Path:
+        """Download a checkpoint's files (the final one unless `step` is given) into
+        `directory/step-N/`, checking each file's sha256; returns that folder."""
+        listing = self.artifacts(job)
+        chosen = pick_checkpoint(listing, step)
+        target = Path(directory) / f"step-{chosen.step}"
+        target.mkdir(parents=True, exist_ok=True)
+        for file in chosen.files:
+            digest = hashlib.sha256()
+            partial = target / f".{file.name}.part"
+            with self._http.stream("GET", file.url) as response, open(partial, "wb") as out:
+                if response.status_code >= 400:
+                    raise errors.from_response(response.status_code, response.read())
+                for chunk in response.iter_bytes():
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != file.sha256:
+                partial.unlink()
+                raise errors.ServerError(
+                    f"{file.name}: the download does not match its sha256", code="bad_download"
+                )
+            partial.replace(target / file.name)
+        return target
 
     # -- planning and spend --------------------------------------------------------------------
 

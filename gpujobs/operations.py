@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from gpujobs import errors
 from gpujobs.plans import Estimate, OfferList
-from gpujobs.resources import FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
+from gpujobs.resources import Artifacts, FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
 from gpujobs.spec import CapacityType, JobSpec
 from gpujobs.usage import UsageGroupBy, UsageReport
 
@@ -80,6 +80,10 @@ def events(job: str) -> Operation[builtins.list[JobEvent]]:
 def logs(job: str, *, follow: bool = False) -> Operation[str]:
     params = {"follow": "true"} if follow else {}
     return Operation("GET", f"/v1/jobs/{job}/logs", _text, params=params)
+
+
+def artifacts(job: str) -> Operation[Artifacts]:
+    return Operation("GET", f"/v1/jobs/{job}/artifacts", _model(Artifacts))
 
 
 def estimate(spec: JobSpec) -> Operation[Estimate]:

@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     cancel.set_defaults(run=cmd_cancel)
 
+    download = sub.add_parser(
+        "download", parents=[common], help="a job's trained weights (or a checkpoint)"
+    )
+    download.add_argument("job_id", metavar="JOB", help=JOB_HELP)
+    download.add_argument("--step", type=int, help="a checkpoint's step (default: the final one)")
+    download.add_argument("-o", "--output", default=".", help="folder (default: here)")
+    download.set_defaults(run=cmd_download)
+
     offers = sub.add_parser("offers", parents=[common], help="the price catalog, cheapest first")
     offers.add_argument("--gpu", action="append", default=[], help="GPU model, e.g. A100")
     offers.add_argument("--region", action="append", default=[])
@@ -307,6 +315,16 @@ def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         render.print_json(job, out)
     else:
         out.write(f"{job.id}  {job.name}  {job.status.value}\n")
+    return OK
+
+
+def cmd_download(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.get(args.job_id)
+    folder = client.download(job.id, args.output, step=args.step)
+    if args.json:
+        render.print_json({"job_id": job.id, "path": str(folder)}, out)
+    else:
+        out.write(f"{folder}\n")
     return OK
 
 
