@@ -4,6 +4,7 @@ checkpoint. Uploads cut off by a kill or a failure do not stay behind on S3."""
 
 from __future__ import annotations
 
+import builtins
 import errno
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,7 @@ class FailingReads:
     def list(self, prefix: str = "") -> list[str]:
         return self.inner.list(prefix)
 
-    def delete(self, keys: list[str]) -> None:
+    def delete(self, keys: builtins.list[str]) -> None:
         self.inner.delete(keys)
 
     def abort_incomplete(self, older_than_s: float = 0.0) -> int:
