@@ -47,7 +47,7 @@ from trainer.config import (
 )
 from trainer.distributed import DistContext, init_distributed
 from trainer.loader import BatchStream, build_loader
-from trainer.optimization import make_optimizer, make_scheduler
+from trainer.optimization import lr_factor, make_optimizer, make_scheduler
 from trainer.precision import Precision, choose_precision
 from trainer.preemption import PreemptionNotice
 from trainer.progress import ApiReporter, MetricsWindow, ProgressLog
@@ -198,6 +198,8 @@ class Trainer:
         self.model.load_state_dict(shared["model"])
         self.optimizer.load_state_dict(shared["optimizer"])
         self.scheduler.load_state_dict(shared["scheduler"])
+        if self.spec.checkpoint.allow_config_change:
+            self._apply_new_schedule()
         if self.precision.scaler.is_enabled() and shared.get("scaler"):
             self.precision.scaler.load_state_dict(shared["scaler"])
         part = state.ranks.get(self.dist.rank)
@@ -391,6 +393,18 @@ class Trainer:
             self.stream.close()
             if reporter is not None:
                 reporter.close()
+
+    def _apply_new_schedule(self) -> None:
+        """The checkpoint's optimizer and scheduler carry the learning rate they were saved with;
+        a resume allowed to change it (or the total steps) continues on the new schedule."""
+        if self.scheduler.base_lrs == [self.spec.learning_rate] * len(self.scheduler.base_lrs):
+            return  # unchanged: keep the restored values bit for bit
+        self.scheduler.base_lrs = [self.spec.learning_rate] * len(self.scheduler.base_lrs)
+        for group in self.optimizer.param_groups:
+            group["initial_lr"] = self.spec.learning_rate
+            group["lr"] = self.spec.learning_rate * lr_factor(
+                self.scheduler.last_epoch, self.total_steps
+            )
 
     def _check_total_steps(self, saved: int) -> None:
         """`epochs` is checked by the config; the steps it comes to also depend on the data."""

@@ -16,6 +16,7 @@ from trainer.__main__ import EXIT_CONFIG
 from trainer.checkpoint import load_latest, open_store
 from trainer.checkpoint.layout import step_dir
 from trainer.config import ConfigError, computing_config, fingerprint
+from trainer.optimization import lr_factor
 
 
 def first_run(uri: str) -> dict[str, Any]:
@@ -85,6 +86,9 @@ def test_allow_config_change_resumes_with_the_new_values(tmp_path: Path) -> None
     final = load_latest(uri)
     assert final is not None and final.step == 14
     assert final.meta["config"]["trainer.learning_rate"] == 0.001  # the new run's from now on
+    assert final.shared["scheduler"]["base_lrs"] == [0.001]  # and the one it trained with
+    factor = lr_factor(14, 14)
+    assert [g["lr"] for g in final.shared["optimizer"]["param_groups"]] == [0.001 * factor]
 
 
 def test_how_fast_and_how_often_it_saves_may_change(tmp_path: Path) -> None:
