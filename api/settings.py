@@ -86,10 +86,10 @@ class Settings(BaseSettings):
         description="Taints of spot nodes that spot attempts tolerate besides the profile's, "
         "as key[=value]:Effect.",
     )
-    k8s_termination_grace_s: int | None = Field(
-        None,
-        ge=2,
-        description="Seconds from the spot notice (SIGTERM) to SIGKILL; unset = the profile's "
+    k8s_termination_grace_s: int = Field(
+        0,
+        ge=0,
+        description="Seconds from the spot notice (SIGTERM) to SIGKILL; 0 = the profile's "
         "(120 on AWS, 25 on GKE and AKS, whose notice is 30 s).",
     )
     k8s_unschedulable_timeout_s: float = 600.0

@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING
 import kmock
 import kubernetes_validate
 import pytest
+from kmock._internal import rendering
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from gpujobs.resources import JobStatus
+from tests.launchers.k8s_calls import WORKER_ENTRY_POINTS, call_of, launcher_calls
 from worker.launchers.base import LaunchRequest, ObservedState
+from worker.launchers.kubernetes import KubernetesLauncher, KubernetesLauncherConfig
 from worker.outcomes import outcome
 
 if TYPE_CHECKING:
@@ -582,3 +586,43 @@ def test_slow_image_pull_is_not_a_failure(cluster: Cluster, make_request: Reques
     _stuck(cluster, pod, "ContainerCreating", scheduled_ago_s=3600)
     assert launcher.status(handle).state is ObservedState.PENDING
     assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
+# -- what the launcher asks of the API server ----------------------------------------------------
+
+
+def test_every_request_the_launcher_sends_is_one_the_static_read_found(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """The chart's RBAC is derived from a static read of the launcher (k8s_calls); this drives
+    every path against the API and checks the read missed nothing the launcher really sends."""
+    api = client.ApiClient(cluster.api.configuration)
+    api.user_agent = "gpujobs-launcher-under-test"  # tells its requests from the test's own
+    launcher = KubernetesLauncher(
+        KubernetesLauncherConfig(namespace=NS, start_timeout_s=300), api_client=api
+    )
+    handle = launcher.launch(make_request(nodes=2))
+    pod, other = cluster.start_pods(handle)
+    cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n-1"}})
+    cluster.bind_pod(other, "n-1")
+    not_ready = cluster.running()
+    not_ready["conditions"] = [{"type": "Ready", "status": "False"}]
+    cluster.set_pod_status(other, not_ready)
+    cluster.emulator["get", kmock.subresource("log")] << b"step 1\n"
+    assert list(launcher.logs(handle)) == ["step 1"]
+    launcher.status(handle)  # reads the node of the not-ready pod
+    _stuck(cluster, pod, "ImagePullBackOff", scheduled_ago_s=301)
+    assert launcher.status(handle).state is ObservedState.FAILED  # patches, then deletes
+    second = launcher.launch(make_request(attempt_id="att-2", nodes=2))
+    launcher.cancel(second)
+
+    static = launcher_calls(*WORKER_ENTRY_POINTS)
+    sent = {
+        call_of(r.url.path, r.method)
+        for r in cluster.emulator
+        if isinstance(r, rendering.Request)
+        and r.headers.get("User-Agent") == "gpujobs-launcher-under-test"
+    }
+    assert sent <= static, sorted(sent - static)
+    # And the read is not wildly larger than what one run exercises.
+    assert static - sent == set(), sorted(static - sent)

@@ -458,7 +458,7 @@ def test_custom_profile_from_settings() -> None:
         ({"k8s_spot_taints": ["no-effect"]}, "k8s_spot_taints"),
         ({"k8s_trainer_s3_access_key_id": "AKID"}, "k8s_trainer_s3_secret_access_key"),
         ({"k8s_capacity_profile": "openstack"}, "k8s_capacity_profile"),
-        ({"k8s_termination_grace_s": 1}, "k8s_termination_grace_s"),
+        ({"k8s_termination_grace_s": -1}, "k8s_termination_grace_s"),
     ],
 )
 def test_bad_k8s_settings_are_refused_naming_the_field(

@@ -266,7 +266,7 @@ class KubernetesLauncherConfig:
             "instance_type_label": settings.k8s_instance_type_label,
             "capacity_profile": profile_from_settings(settings),
             "spot_tolerations": tuple(Toleration.of_taint(t) for t in settings.k8s_spot_taints),
-            "termination_grace_s": settings.k8s_termination_grace_s,
+            "termination_grace_s": settings.k8s_termination_grace_s or None,
             "unschedulable_timeout_s": settings.k8s_unschedulable_timeout_s,
             "start_timeout_s": settings.k8s_start_timeout_s,
             "kueue_queue": settings.k8s_kueue_queue or None,
