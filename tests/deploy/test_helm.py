@@ -604,3 +604,16 @@ def test_values_schema_closes_the_chart_s_own_objects() -> None:
 def test_values_schema_refuses_bad_values(values: dict[str, Any], name: str) -> None:
     with pytest.raises(helm.HelmValuesError, match=name):
         _render(values)
+
+
+def test_install_notes_and_readme_show_the_first_team_command() -> None:
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render({}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    (notes,) = [text for path, text in rendered.items() if path.endswith("NOTES.txt")]
+    command = f"kubectl -n {NAMESPACE} exec deploy/gpujobs-api -- python -m api.admin create-team"
+    assert command in notes
+    _one(_render({}), "Deployment", "gpujobs-api")  # the name the command uses
+    readme = (REPO / "deploy" / "README.md").read_text()
+    assert "kubectl -n gpujobs exec deploy/gpujobs-api -- python -m api.admin create-team acme" in (
+        readme
+    )
