@@ -116,6 +116,9 @@ class Supervisor:
                 self.command, env=self.layout.rank_env(local_rank, self.environ)
             )
             self.ranks[process.pid] = process
+        if self.noticed:
+            # A rank started while the notice was being handled has not been told yet.
+            self._signal_running(signal.SIGTERM)
         while len(self.codes) < len(self.ranks):
             self._reap()
             if self._kill_at is not None and time.monotonic() >= self._kill_at:
@@ -123,6 +126,9 @@ class Supervisor:
                 self._kill_at = None
             time.sleep(POLL_S)
         codes = [self.codes[rank] for rank in sorted(self.codes)]
+        if len(codes) < self.layout.nproc_per_node:
+            # The notice came before every rank was started: nothing can have completed.
+            codes += [EXIT_PREEMPTED_NO_CHECKPOINT] * (self.layout.nproc_per_node - len(codes))
         return pod_exit_code(codes, noticed=self.noticed, failed_first=self.failed_first)
 
     def _on_notice(self, signum: int, _frame: FrameType | None) -> None:
@@ -177,8 +183,8 @@ class Supervisor:
                     os.kill(process.pid, sig)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def parse(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Supervisor:
+    args = list(argv)
     command = [sys.executable, "-m", "trainer"]
     if "--" in args:
         split = args.index("--")
@@ -190,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--node-rank",
         type=int,
         # Set by the Job controller on an Indexed Job's pods.
-        default=int(os.environ.get("JOB_COMPLETION_INDEX", "0")),
+        default=int(environ.get("JOB_COMPLETION_INDEX", "0")),
     )
     parser.add_argument("--master-addr", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, default=29500)
@@ -219,8 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         master_addr=options.master_addr,
         master_port=options.master_port,
     )
-    supervisor = Supervisor(layout, command, grace_s=options.grace_s, stop_s=options.stop_s)
-    return supervisor.run()
+    return Supervisor(
+        layout, command, grace_s=options.grace_s, stop_s=options.stop_s, environ=environ
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return parse(sys.argv[1:] if argv is None else argv).run()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ import pytest
 from gpujobs.runtime import EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT
 from tests.trainer.trainer_runs import REPO, free_port, run_config
 from trainer.checkpoint import load_latest
-from trainer.supervisor import pod_exit_code
+from trainer.supervisor import Layout, parse, pod_exit_code
+from worker.launchers.base import LaunchRequest
+from worker.launchers.kubernetes import KubernetesLauncherConfig
+from worker.launchers.kubernetes.manifests import build_manifests
 
 
 def supervisor(
@@ -93,7 +97,8 @@ RANK_SCRIPT = textwrap.dedent(
             return
         sys.exit(75 if behaviour == "save" else 76)
     signal.signal(signal.SIGTERM, on_term)
-    print(f"rank {rank} world {os.environ['WORLD_SIZE']} up", flush=True)
+    # One write: print() writes the text and the newline apart, and two ranks share the pipe.
+    os.write(1, f"rank {rank} world {os.environ['WORLD_SIZE']} up\\n".encode())
     if behaviour.startswith("exit"):
         time.sleep(0.5)
         sys.exit(int(behaviour[4:]))
@@ -164,3 +169,22 @@ def test_pod_exit_code(
     codes: list[int], noticed: bool, failed_first: int | None, expected: int
 ) -> None:
     assert pod_exit_code(codes, noticed=noticed, failed_first=failed_first) == expected
+
+
+def test_the_pod_command_the_launcher_renders_is_what_the_supervisor_expects(
+    make_request: Callable[..., LaunchRequest],
+) -> None:
+    manifests = build_manifests(make_request(nodes=3, gpus_per_node=4), KubernetesLauncherConfig())
+    container = manifests.job.spec.template.spec.containers[0]
+    assert container.command == ["python", "-m", "trainer.supervisor"]
+    name = manifests.job.metadata.name
+    # Pod 2 of the Indexed Job: the Job controller sets its completion index.
+    parsed = parse(container.args, environ={"JOB_COMPLETION_INDEX": "2"})
+    assert parsed.layout == Layout(
+        nnodes=3, nproc_per_node=4, node_rank=2, master_addr=f"{name}-0.{name}", master_port=29500
+    )
+    assert parsed.command[1:] == ["-m", "trainer"]
+    assert 0 < parsed.grace_s < manifests.job.spec.template.spec.termination_grace_period_seconds
+    env = parsed.layout.rank_env(3, {"KEEP": "1"})
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == ("11", "3", "12")
+    assert (env["GROUP_RANK"], env["KEEP"]) == ("2", "1")

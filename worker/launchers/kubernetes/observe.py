@@ -1,4 +1,4 @@
-"""What state an attempt is in, read from its Job and pods: pure, shared by status() and watch.
+"""What state an attempt is in, read from its Job and pods: pure, so every case is testable.
 
 Preemption is reported only once the attempt's pods have stopped: a disrupted pod is still
 checkpointing during its grace period, and a replacement started meanwhile would resume from an
@@ -55,25 +55,6 @@ class Assessment:
     observation: Observation
     # The attempt is over but its Job would stay (pods pending or stuck): delete it.
     give_up: bool = False
-
-
-def observe(
-    job: client.V1Job | None,
-    pods: Sequence[client.V1Pod],
-    *,
-    now: datetime,
-    unschedulable_timeout_s: float,
-    start_timeout_s: float = 300.0,
-    gone_nodes: Collection[str] = (),
-) -> Observation:
-    return assess(
-        job,
-        pods,
-        now=now,
-        unschedulable_timeout_s=unschedulable_timeout_s,
-        start_timeout_s=start_timeout_s,
-        gone_nodes=gone_nodes,
-    ).observation
 
 
 def verdict_annotation(observation: Observation) -> str:
