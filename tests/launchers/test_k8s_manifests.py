@@ -528,16 +528,29 @@ def test_the_restricted_check_catches_each_kind_of_breach(make_request: RequestF
         assert any(expected in problem for problem in problems), (expected, problems)
 
 
-# Everything a trainer may see, and where from.
-ALLOWED_PLAIN_ENV = {ENV_RUN_CONFIG_JSON, "PYTHONUNBUFFERED"}
+# Plain (non-Secret) env of a trainer never carries credentials: those come from the attempt's
+# Secret, key by key. The plain names are the run config and the runtime's allowlist.
+CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY|^AWS_|DATABASE|BROKER")
+# What the control plane holds; an implementation that inherited its environment or Secret
+# would leak these.
+CONTROL_PLANE_SECRETS = {
+    "GPUJOBS_ADMIN_TOKEN": "cp-admin-token-123",
+    "GPUJOBS_DATABASE_URL": "postgresql+psycopg://gj:cp-db-password@db/gj",
+    "AWS_ACCESS_KEY_ID": "AKIDCONTROLPLANE",
+    "AWS_SECRET_ACCESS_KEY": "cp-s3-secret",
+}
 
 
 @pytest.mark.parametrize("keys", [None, TrainerS3Keys("AKIDTRAINER", "trainer-secret")])
 def test_a_trainer_pod_can_read_only_its_own_secret(
-    make_request: RequestFactory, keys: TrainerS3Keys | None
+    make_request: RequestFactory,
+    keys: TrainerS3Keys | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Env, envFrom, volumes, Secrets and the service account token: nothing beyond the
     attempt's own Secret (its token, and the trainers' S3 keys when static keys are set)."""
+    for name, value in CONTROL_PLANE_SECRETS.items():
+        monkeypatch.setenv(name, value)
     manifests, objects = render(
         make_request(nodes=2, env={"WANDB_MODE": "offline"}),
         trainer_s3_keys=keys,
@@ -570,8 +583,7 @@ def test_a_trainer_pod_can_read_only_its_own_secret(
             assert ref["name"] == own_secret
             secret_env[var["name"]] = ref["key"]
         else:
-            assert var["name"] in ALLOWED_PLAIN_ENV | {"WANDB_MODE"}, var["name"]
-            assert "secret" not in var["value"].lower() or var["name"] == ENV_RUN_CONFIG_JSON
+            assert var["name"] == ENV_RUN_CONFIG_JSON or not CREDENTIAL_NAME.search(var["name"])
     assert secret_env == expected_secret_env
     # The attempt's Secret holds exactly what the env reads from it.
     assert set(objects["secret"]["data"]) == set(expected_secret_env.values())
@@ -581,3 +593,7 @@ def test_a_trainer_pod_can_read_only_its_own_secret(
     text = json.dumps(objects["job"])
     assert set(re.findall(r'"name": "(gpujobs-token-[^"]+)"', text)) == {own_secret}
     assert "AKIDTRAINER" not in text and "trainer-secret" not in text
+    assert env_of(objects["job"])["WANDB_MODE"]["value"] == "offline"  # the team's own env
+    everything = json.dumps(objects)
+    for name, value in CONTROL_PLANE_SECRETS.items():
+        assert value not in everything, name
