@@ -24,7 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def placed(
-    cluster: Cluster,
     settings: Settings,
     factory: sessionmaker[Session],
     launcher: KubernetesLauncher,
