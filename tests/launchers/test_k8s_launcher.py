@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import kmock
@@ -12,6 +13,7 @@ import pytest
 from kmock._internal import rendering
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.config import ConfigException
 
 from gpujobs.resources import JobStatus
 from tests.launchers.k8s_calls import WORKER_ENTRY_POINTS, call_of, launcher_calls
@@ -626,3 +628,14 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     assert sent <= static, sorted(sent - static)
     # And the read is not wildly larger than what one run exercises.
     assert static - sent == set(), sorted(static - sent)
+
+
+def test_the_launcher_needs_no_cluster_credentials_until_it_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API process builds a launcher for logs at import: no kubeconfig must not crash it."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    launcher = KubernetesLauncher(KubernetesLauncherConfig(namespace=NS))
+    with pytest.raises(ConfigException):
+        launcher.status(f"{NS}/gj-x")

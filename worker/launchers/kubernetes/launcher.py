@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -77,9 +78,7 @@ class KubernetesLauncher:
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.config = launcher_config
-        self._api = api_client if api_client is not None else load_api_client()
-        self._batch = client.BatchV1Api(self._api)
-        self._core = client.CoreV1Api(self._api)
+        self._api_client = api_client
         self._clock = clock
 
     @classmethod
@@ -92,6 +91,21 @@ class KubernetesLauncher:
     ) -> KubernetesLauncher:
         launcher_config = KubernetesLauncherConfig.from_settings(settings, **overrides)
         return cls(launcher_config, api_client=api_client)
+
+    # Credentials are loaded on first use, not at construction: a process that builds the
+    # launcher but never calls it (the API without pods to read logs from, a CLI) starts
+    # without a kubeconfig.
+    @functools.cached_property
+    def _api(self) -> client.ApiClient:
+        return self._api_client if self._api_client is not None else load_api_client()
+
+    @functools.cached_property
+    def _batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self._api)
+
+    @functools.cached_property
+    def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self._api)
 
     # -- Launcher protocol -------------------------------------------------------------------
 
