@@ -510,7 +510,9 @@ def test_missing_database_url_fails_the_render() -> None:
         _render({"database": {"url": ""}})
 
 
-@pytest.mark.parametrize("key", ["no_such_setting", "k8s_namespace", "admin_token"])
+@pytest.mark.parametrize(
+    "key", ["no_such_setting", "k8s_namespace", "admin_token", "metrics_token"]
+)
 def test_extra_settings_take_only_free_settings_fields(key: str) -> None:
     """Unknown names, names the chart sets itself, and secrets are refused before rendering."""
     with pytest.raises(helm.HelmValuesError, match=key):
@@ -525,7 +527,7 @@ def test_values_schema_lists_every_other_settings_field() -> None:
     for values in (DEFAULTS, PROFILE_CASES["custom"]):
         keys |= set(_one(_render(values), "ConfigMap", "gpujobs")["data"])
     set_by_chart = {key.removeprefix("GPUJOBS_").lower() for key in keys}
-    secrets = {"database_url", "admin_token"} | {
+    secrets = {"database_url", "admin_token", "metrics_token"} | {
         "k8s_trainer_s3_access_key_id",
         "k8s_trainer_s3_secret_access_key",
     }
