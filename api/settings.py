@@ -68,7 +68,11 @@ class Settings(BaseSettings):
     spot_preemption_rate_per_hour: float = Field(
         0.0, description="rate market: preemptions per simulated hour of spot."
     )
-    spot_trace: str = Field("", description="trace market: a spot-traces JSON file to replay.")
+    spot_trace: str = Field(
+        "",
+        description="trace market: a spot-traces JSON file to replay; empty = the one shipped "
+        "with the worker (AWS us-east-1a p3.2xlarge, Feb 2023).",
+    )
     spot_trace_time_scale: float = Field(
         60.0, description="Simulated seconds per wall-clock second for the spot market."
     )
