@@ -26,7 +26,6 @@ import pytest
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt, JobEvent, Team, new_id, utcnow
-from api.settings import Settings
 from api.teams import service as teams
 from gpujobs.resources import JobStatus
 from tests.dashboard.browser import CHROMIUM, Page, browser
@@ -377,7 +376,8 @@ def test_the_final_weights_download_with_the_token(console: Console, tmp_path: P
     with transaction(console.api.session_factory) as session:
         team = session.query(Team).filter_by(name="ml").one()
         job_id = _job(session, team, "weights", "SUCCEEDED", age_min=0).id
-    root = Path(Settings(home=console.api.attempts_root.parent).checkpoint_root()) / job_id
+    # Where the API's local artifact store looks: `checkpoints/` in the API's home.
+    root = (console.api.attempts_root.parent / "checkpoints").resolve() / job_id
     for step, content in ((20, b"older"), (40, weights)):
         directory = root / f"step-{step:012d}"
         directory.mkdir(parents=True)
