@@ -196,7 +196,8 @@ function navigate() {
   }
   stopLogs();
   state.job = null;
-  for (const view of VIEWS) $("view-" + view).hidden = view !== route.view;
+  // A view shows once its data is in, never the previous job's figures under a new title.
+  for (const view of VIEWS) $("view-" + view).hidden = true;
   for (const link of $("nav").querySelectorAll("a")) {
     const current = link.dataset.view === route.view || (route.view === "job" && link.dataset.view === "jobs");
     link.classList.toggle("current", current);
