@@ -6,12 +6,13 @@ import base64
 import binascii
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
@@ -41,7 +42,9 @@ def submit(
     spec: JobSpec,
     idempotency_key: str | None,
     admission: AdmissionCheck | None = None,
+    workload_prefixes: Sequence[str] = (),
 ) -> Submitted:
+    """`workload_prefixes`: the module prefixes this team may run besides the built-ins."""
     principal.require_team()
     request_hash = _request_hash(spec)
     if idempotency_key is not None:
@@ -50,6 +53,7 @@ def submit(
         )
         if existing is not None:
             return _replay(existing, request_hash)
+    workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
     now = utcnow()
     if admission is not None:
         admission(session=session, team_id=principal.team_id, spec=spec, now=now)
