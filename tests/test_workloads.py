@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,7 +66,9 @@ def test_parse_options_fills_defaults_and_converts_ints_to_floats() -> None:
         ({"mode": "c"}, "mode", "must be one of a, b"),
     ],
 )
-def test_parse_options_names_each_wrong_option(args: dict, option: str, reason: str) -> None:
+def test_parse_options_names_each_wrong_option(
+    args: dict[str, Any], option: str, reason: str
+) -> None:
     with pytest.raises(OptionsError) as info:
         parse_options(OPTIONS, args)
     assert [(p.option, reason in p.reason) for p in info.value.problems] == [(option, True)]

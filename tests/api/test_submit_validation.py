@@ -52,7 +52,8 @@ def test_operator_prefixes_per_deployment_and_per_team(
 
     def submit(workload: str, who: dict[str, str]) -> int:
         body = job_body(trainer=trainer(workload=workload, args={"anything": 1}))
-        return client.post("/v1/jobs", json=body, headers=who).status_code
+        status: int = client.post("/v1/jobs", json=body, headers=who).status_code
+        return status
 
     assert submit("acme.models:build", auth) == 201
     assert submit("acme.models.gpt2:build", other_auth) == 201
