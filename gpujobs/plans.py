@@ -67,7 +67,7 @@ class Estimate(BaseModel):
 class ReservationCreate(BaseModel):
     """Prepaid capacity: `count` nodes of an instance type in a zone."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     cloud: str = Field(min_length=1, max_length=20)
     region: str = Field(min_length=1, max_length=40)

@@ -104,3 +104,10 @@ def test_run_config_carries_only_well_formed_prefixes() -> None:
     assert RunConfig.model_validate_json(config.model_dump_json()) == config
     with pytest.raises(ValidationError):
         RunConfig(trainer={"steps": 1}, checkpoint_uri="/c", allowed_workload_prefixes=[""])
+
+
+def test_a_stored_deadline_outside_todays_range_still_loads() -> None:
+    data = JobSpec(name="a", trainer={"steps": 1}).model_dump(mode="json")
+    data["deadline"] = "9999-12-31T00:00:00Z"  # accepted before times were bounded
+    assert "deadline" in _errors(**data)
+    assert JobSpec.from_stored(data).deadline is not None

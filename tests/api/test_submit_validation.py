@@ -215,3 +215,16 @@ def test_strings_still_parse_into_enums_and_datetimes(
     assert datetime.fromisoformat(job["deadline_at"]) == deadline - timedelta(hours=2)
     estimate = client.post("/v1/estimate", json={**body, "name": "again"}, headers=auth)
     assert estimate.status_code == 200, estimate.text
+
+
+def test_reservation_numbers_are_not_coerced(client: TestClient) -> None:
+    body = {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "use1-az5",
+        "instance_type": "g4dn.xlarge",
+        "count": "4",
+        "price_per_hour": float("inf"),
+    }
+    fields = refused_fields(client, "/v1/admin/reservations", body, ADMIN)
+    assert {"count", "price_per_hour"} <= set(fields)
