@@ -52,7 +52,6 @@ RESERVED_ENV_PREFIXES = (
     "CLOUDSDK_",
     "AZURE_",
     "KUBERNETES_",
-    "KUBE",
     "TORCHELASTIC_",
     "NVIDIA_",
     "SSL_",
@@ -77,6 +76,8 @@ RESERVED_ENV_NAMES = frozenset(
         "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
         # other interpreters' code paths
         "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "RUBYOPT", "RUBYLIB",
+        # the cluster's credentials
+        "KUBECONFIG",
     }
 )  # fmt: skip
 
