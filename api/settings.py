@@ -31,7 +31,15 @@ class Settings(BaseSettings):
         Path.home() / ".config" / "gpujobs" / "credentials.json",
         description="Where `make run` writes the default team's token for the CLI and SDK.",
     )
-    admin_token: str = Field("", description="Bearer token for the admin API; empty disables it.")
+    admin_token: str = Field(
+        "",
+        description="Bearer token for the admin API; empty disables it (`make run` generates one "
+        "into `home`/admin_token).",
+    )
+    metrics_token: str = Field(
+        "",
+        description="Bearer token for the per-team series on /metrics; empty = aggregates only.",
+    )
     # What a job may run besides the built-in workloads: modules under these dotted prefixes
     # (a prefix matches whole components: `acme` allows `acme.x`, not `acmeevil`). JSON in env.
     workload_module_prefixes: list[str] = Field(

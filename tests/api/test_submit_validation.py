@@ -50,8 +50,11 @@ def test_operator_prefixes_per_deployment_and_per_team(
     app.state.settings.workload_module_prefixes = ["acme.models"]
     app.state.settings.team_workload_module_prefixes = {"team-a": ["labs"]}
 
+    submitted = iter(range(100))
+
     def submit(workload: str, who: dict[str, str]) -> int:
-        body = job_body(trainer=trainer(workload=workload, args={"anything": 1}))
+        name = f"job-{next(submitted)}"  # a team's unfinished jobs have distinct names
+        body = job_body(name, trainer=trainer(workload=workload, args={"anything": 1}))
         status: int = client.post("/v1/jobs", json=body, headers=who).status_code
         return status
 
