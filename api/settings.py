@@ -7,8 +7,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
 _TAINT = re.compile(
@@ -43,6 +45,16 @@ class Settings(BaseSettings):
     metrics_token: str = Field(
         "",
         description="Bearer token for the per-team series on /metrics; empty = aggregates only.",
+    )
+    # What a job may run besides the built-in workloads: modules under these dotted prefixes
+    # (a prefix matches whole components: `acme` allows `acme.x`, not `acmeevil`). JSON in env.
+    workload_module_prefixes: list[str] = Field(
+        default_factory=list,
+        description='Module prefixes every team may run as a workload, e.g. ["acme.models"].',
+    )
+    team_workload_module_prefixes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per team name, prefixes added to workload_module_prefixes for that team.",
     )
 
     # Control loop
@@ -153,6 +165,26 @@ class Settings(BaseSettings):
                 "k8s_trainer_s3_access_key_id and k8s_trainer_s3_secret_access_key go together"
             )
         return self
+
+    @field_validator("workload_module_prefixes")
+    @classmethod
+    def _prefixes(cls, value: list[str]) -> list[str]:
+        bad = [p for p in value if not valid_prefix(p)]
+        if bad:
+            raise ValueError(f"not dotted module paths: {bad}")
+        return value
+
+    @field_validator("team_workload_module_prefixes")
+    @classmethod
+    def _team_prefixes(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for prefixes in value.values():
+            cls._prefixes(prefixes)
+        return value
+
+    def workload_prefixes_for(self, team: str) -> list[str]:
+        """The module prefixes a job of `team` may run: the deployment's and the team's own."""
+        own = self.team_workload_module_prefixes.get(team, [])
+        return sorted({*self.workload_module_prefixes, *own})
 
     def sqlalchemy_url(self) -> str:
         if self.database_url:

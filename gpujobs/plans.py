@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpujobs.spec import CapacityType
+from gpujobs.spec import CapacityType, Instant
 
 
 class CatalogOffer(BaseModel):
@@ -67,7 +67,7 @@ class Estimate(BaseModel):
 class ReservationCreate(BaseModel):
     """Prepaid capacity: `count` nodes of an instance type in a zone."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     cloud: str = Field(min_length=1, max_length=20)
     region: str = Field(min_length=1, max_length=40)
@@ -77,8 +77,9 @@ class ReservationCreate(BaseModel):
     price_per_hour: float = Field(
         ge=0, le=100_000, allow_inf_nan=False, description="USD/hour per node, paid used or not."
     )
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = None
+    # Instant: an offset that moves the time out of what UTC can hold is a 422, not a 500.
+    starts_at: Instant | None = None
+    ends_at: Instant | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> ReservationCreate:

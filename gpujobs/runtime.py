@@ -8,9 +8,12 @@ usual `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from gpujobs.spec import StrictModel, TrainerSpec
+from gpujobs.workloads import MODULE_PATH
 
 ENV_RUN_CONFIG = "GPUJOBS_RUN_CONFIG"
 ENV_RUN_CONFIG_JSON = "GPUJOBS_RUN_CONFIG_JSON"
@@ -40,3 +43,11 @@ class RunConfig(StrictModel):
     s3_endpoint_url: str | None = None
     api_url: str | None = Field(None, description="Report progress here when set.")
     progress_every_s: float = Field(5.0, gt=0)
+    allowed_workload_prefixes: list[
+        Annotated[str, Field(min_length=1, max_length=200, pattern=MODULE_PATH.pattern)]
+    ] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Module prefixes the operator allows for this job's team; the trainer "
+        "refuses any other non-built-in workload before importing it.",
+    )

@@ -2,33 +2,123 @@
 
 These models are the public contract: the API validates requests with them, the SDK sends them,
 the trainer reads its configuration from them, and the OpenAPI document shows them. Unknown
-fields are rejected everywhere so that a typo never silently becomes a default.
+fields are rejected everywhere so that a typo never silently becomes a default, types are strict
+(`"10"` and `true` are not integers) and floats must be finite (no NaN or Infinity).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 WORKLOAD_PATTERN = r"^([a-z][a-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$"
-ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED_ENV_PREFIX = "GPUJOBS_"
+
+# `spec.env` is an allowlist: a key must look like an ordinary application variable, and must not
+# be one the platform, the dynamic loader, an interpreter, a cloud SDK, the container runtime or
+# torch.distributed interprets. Those could load code into the trainer (LD_PRELOAD, PYTHONPATH),
+# redirect its credentials or traffic (AWS_*, HTTPS_PROXY, SSL_CERT_FILE), or break the launcher's
+# own wiring (MASTER_ADDR, RANK, CUDA_VISIBLE_DEVICES). NCCL_* stays allowed: NCCL_DEBUG,
+# NCCL_IB_DISABLE or NCCL_SOCKET_IFNAME tune only the job's own collectives between its own
+# ranks, and teams legitimately need them; the NCCL variables that name a file to read or write
+# (…_FILE) or a shared library to load (…PLUGIN…) are refused like LD_PRELOAD.
+ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+RESERVED_ENV_PREFIXES = (
+    "GPUJOBS_",
+    "LD_",
+    "DYLD_",
+    "PYTHON",
+    "AWS_",
+    "BOTO_",
+    "GOOGLE_",
+    "GCLOUD_",
+    "CLOUDSDK_",
+    "AZURE_",
+    "KUBERNETES_",
+    "TORCHELASTIC_",
+    "NVIDIA_",
+    "SSL_",
+    "MALLOC_",
+    "GLIBC_",
+    "PERL5",
+)
+RESERVED_ENV_PREFIX = RESERVED_ENV_PREFIXES[0]  # the platform's own; launchers filter on it too
+RESERVED_ENV_NAMES = frozenset(
+    {
+        # the process's identity and shell
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "TEMP", "TMP",
+        "HOSTNAME", "LANG", "LANGUAGE", "TERM", "ENV", "BASH_ENV", "IFS", "CDPATH", "PS4",
+        # glibc's loader and name service (ignored for setuid programs for the same reasons)
+        "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
+        # where traffic and trust go
+        "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
+        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        # torch.distributed's rendezvous and the devices the launcher assigned
+        "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+        "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
+        "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+        # other interpreters' code paths
+        "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "RUBYOPT", "RUBYLIB",
+        # the cluster's credentials
+        "KUBECONFIG",
+    }
+)  # fmt: skip
+
+
+def env_key_refusal(key: str) -> str | None:
+    """Why `key` may not be set through `spec.env`, or None when it may."""
+    if len(key) > 128 or not ENV_KEY.match(key):
+        return "must be 1-128 uppercase letters, digits or underscores, starting with a letter"
+    if key in RESERVED_ENV_NAMES:
+        return "is set or interpreted by the platform; it cannot be set per job"
+    for prefix in RESERVED_ENV_PREFIXES:
+        if key.startswith(prefix):
+            return f"{prefix}* names are interpreted by the platform; they cannot be set per job"
+    if key.startswith("NCCL_") and (key.endswith("_FILE") or "PLUGIN" in key):
+        return "NCCL variables that name a file or a plugin to load cannot be set per job"
+    return None
+
+
+# Datetimes a request may carry: aware, and representable in UTC with room to compute with
+# (a deadline of 9999-12-31T23:59:59-23:59 is in year 10000 once in UTC, which Python cannot hold).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(value: datetime) -> datetime:
+    try:
+        in_utc = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of range: must fall between 1970 and 2999 in UTC") from None
+    if not EARLIEST <= in_utc < LATEST:
+        raise ValueError("out of range: must fall between 1970 and 2999 in UTC")
+    return value
+
+
+# `strict=False`: JSON carries datetimes as strings, and the API validates decoded JSON.
+Instant = Annotated[AwareDatetime, AfterValidator(_in_range), Field(strict=False)]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # strict: no "10" -> 10 or true -> 1; enum and datetime fields opt out (JSON has only strings).
+    model_config = ConfigDict(extra="forbid", frozen=False, strict=True, allow_inf_nan=False)
 
 
 class AmpDtype(StrEnum):
@@ -90,7 +180,9 @@ class TrainerSpec(StrictModel):
     steps: int | None = Field(None, ge=1, le=100_000_000, description="Optimizer steps to run.")
     epochs: int | None = Field(None, ge=1, le=100_000, description="Epochs to run.")
     batch_size: int = Field(8, ge=1, le=65_536, description="Micro-batch size per GPU.")
-    amp: AmpDtype = Field(AmpDtype.BF16, description="Mixed precision: bf16, fp16 or off.")
+    amp: AmpDtype = Field(
+        AmpDtype.BF16, strict=False, description="Mixed precision: bf16, fp16 or off."
+    )
     grad_accum_steps: int = Field(1, ge=1, le=4096)
     grad_checkpointing: bool = False
     learning_rate: float = Field(3e-4, gt=0, le=10)
@@ -99,8 +191,20 @@ class TrainerSpec(StrictModel):
     dataloader: DataLoaderSpec = Field(default_factory=DataLoaderSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     args: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Workload options, passed to the workload's builder."
+        default_factory=dict,
+        description="Workload options, checked against the options the workload declares "
+        "(see gpujobs.workloads) and passed to the workload's builder.",
     )
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _finite_args(cls, value: Any) -> Any:
+        # Before the union is tried, so that NaN is one clear error, not four (str, int, ...).
+        if isinstance(value, dict):
+            bad = [k for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)]
+            if bad:
+                raise _located(bad, "finite_number", "must be a finite number")
+        return value
 
     @model_validator(mode="after")
     def _one_length(self) -> TrainerSpec:
@@ -138,7 +242,7 @@ class ResourcesSpec(StrictModel):
 
 
 class CapacitySpec(StrictModel):
-    types: list[CapacityType] = Field(
+    types: list[Annotated[CapacityType, Field(strict=False)]] = Field(
         default_factory=lambda: [CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND],
         min_length=1,
         max_length=3,
@@ -164,7 +268,9 @@ class JobSpec(StrictModel):
     trainer: TrainerSpec
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
-    deadline: datetime | None = Field(None, description="Absolute deadline (timezone-aware).")
+    deadline: datetime | None = Field(
+        None, strict=False, description="Absolute deadline (timezone-aware, before 3000)."
+    )
     deadline_hours: float | None = Field(
         None, gt=0, le=24 * 366, description="Deadline in hours from submission."
     )
@@ -180,7 +286,13 @@ class JobSpec(StrictModel):
         3, ge=0, le=1000, description="Restarts after failures (preemptions do not count)."
     )
     image: str | None = Field(None, min_length=1, max_length=500, pattern=r"^[^\s]+$")
-    env: dict[str, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict)
+    env: dict[str, Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=dict,
+        description="Environment variables for the trainer: KEY names of uppercase letters, "
+        "digits and underscores; names the platform, the loader, Python, cloud SDKs or "
+        "torch.distributed interpret (LD_*, PYTHON*, AWS_*, GPUJOBS_*, PATH, HOME, RANK, ...) "
+        "are refused.",
+    )
 
     @field_validator("deadline")
     @classmethod
@@ -189,22 +301,34 @@ class JobSpec(StrictModel):
             return None
         if value.tzinfo is None:
             raise ValueError("deadline must include a timezone, e.g. 2026-12-31T00:00:00Z")
-        # A stored spec was checked when it was submitted; its deadline may have passed since.
-        if not (info.context or {}).get("stored") and value <= datetime.now(UTC):
+        # A stored spec was checked when it was submitted (perhaps under older rules); its
+        # deadline may have passed since.
+        if (info.context or {}).get("stored"):
+            return value
+        _in_range(value)
+        if value <= datetime.now(UTC):
             raise ValueError("deadline must be in the future")
         return value
 
-    @field_validator("env")
+    @field_validator("env", mode="wrap")
     @classmethod
-    def _env_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > 128:
+    def _env_keys(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> dict[str, str]:
+        env: dict[str, str] = handler(value)
+        if len(env) > 128:
             raise ValueError("at most 128 environment variables")
-        for key in value:
-            if not ENV_KEY.match(key) or len(key) > 128:
-                raise ValueError(f"{key!r} is not a valid environment variable name")
-            if key.upper().startswith(RESERVED_ENV_PREFIX):
-                raise ValueError(f"{key!r}: the {RESERVED_ENV_PREFIX} prefix is reserved")
-        return value
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError("env_key", "{key}: {reason}", {"key": k, "reason": r}),
+                loc=(k,),
+                input=k,
+            )
+            for k in env
+            if (r := env_key_refusal(k)) is not None
+        ]
+        if errors:
+            # Located at env.<KEY>, so the 422 names the key itself.
+            raise ValidationError.from_exception_data("env", errors)
+        return env
 
     @model_validator(mode="after")
     def _one_deadline(self) -> JobSpec:
@@ -224,3 +348,14 @@ class JobSpec(StrictModel):
         if self.deadline_hours is not None:
             return submitted_at + timedelta(hours=self.deadline_hours)
         return None
+
+
+def _located(keys: list[str], kind: str, message: str) -> ValidationError:
+    """An error per key, located under the field being validated (e.g. `trainer.args.lr`)."""
+    return ValidationError.from_exception_data(
+        kind,
+        [
+            InitErrorDetails(type=PydanticCustomError(kind, message), loc=(k,), input=k)
+            for k in keys
+        ],
+    )

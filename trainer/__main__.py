@@ -1,7 +1,7 @@
 """`python -m trainer`: the image entrypoint, alone or under torchrun.
 
-Exit codes: 0 done, 75 preempted after a checkpoint, 76 preempted without one, 2 a configuration
-the user must fix, 1 anything else.
+Exit codes: 0 done, 75 preempted after a checkpoint, 76 preempted without one, 78 a configuration
+the user must fix (retrying cannot help), 1 anything else.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import argparse
 import logging
 import sys
 
+from gpujobs.runtime import EXIT_CONFIG_ERROR
 from trainer.preemption import PreemptionNotice
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = EXIT_CONFIG_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:

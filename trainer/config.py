@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpujobs import workloads
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, RunConfig
 
 DEFAULT_EVERY_STEPS = 200
@@ -44,13 +45,26 @@ def parse_run_config(text: str, *, source: str) -> RunConfig:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source}: not valid JSON ({exc})") from exc
     try:
-        return RunConfig.model_validate(raw)
+        config = RunConfig.model_validate(raw)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             where = ".".join(str(p) for p in error["loc"]) or "(top level)"
             problems.append(f"  {where}: {error['msg']}")
         raise ConfigError(f"{source}: invalid run config\n" + "\n".join(problems)) from exc
+    check_workload(config)
+    return config
+
+
+def check_workload(config: RunConfig) -> None:
+    """The API's submit-time checks again, here where the trainer starts and before anything the
+    spec names is imported: the run config may not have come through the API."""
+    found = workloads.problems(
+        config.trainer.workload, config.trainer.args, config.allowed_workload_prefixes
+    )
+    if found:
+        lines = "\n".join(f"  {where}: {reason}" for where, reason in found)
+        raise ConfigError(f"workload {config.trainer.workload!r} refused\n{lines}")
 
 
 def load_run_config(config_file: str | None, environ: Mapping[str, str] = os.environ) -> RunConfig:

@@ -101,7 +101,9 @@ class Trainer:
     def _build(self) -> None:
         spec, dist = self.spec, self.dist
         rng.seed_everything(spec.seed)
-        self.workload: Workload = load_workload(spec.workload, spec.args)
+        self.workload: Workload = load_workload(
+            spec.workload, spec.args, allowed_prefixes=self.config.allowed_workload_prefixes
+        )
         if spec.grad_checkpointing:
             if self.workload.set_grad_checkpointing is None:
                 raise ConfigError(

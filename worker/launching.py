@@ -75,6 +75,7 @@ def _request(cp: ControlPlane, *, job, attempt: JobAttempt, token: str) -> Launc
         checkpoint_every_seconds=attempt.checkpoint_every_seconds,
         s3_endpoint_url=settings.s3_endpoint_url or None,
         api_url=settings.api_url(),
+        allowed_workload_prefixes=settings.workload_prefixes_for(job.team.name),
     )
     return LaunchRequest(
         job_id=job.id,

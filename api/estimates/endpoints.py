@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from api.estimates import service
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
@@ -13,5 +13,11 @@ router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RE
 
 
 @router.post("", response_model=Estimate)
-def estimate(spec: JobSpec, session: SessionDep, principal: PrincipalDep) -> Response:
-    return respond(service.estimate(session, principal=principal, spec=spec))
+def estimate(
+    request: Request, spec: JobSpec, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    team = principal.team_name if principal.team_id else ""  # the admin token has no team
+    prefixes = request.app.state.settings.workload_prefixes_for(team)
+    return respond(
+        service.estimate(session, principal=principal, spec=spec, workload_prefixes=prefixes)
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from api import workloads
 from api.auth import Principal
 from api.budgets.service import remaining_usd
 from api.catalog import repository as capacity
@@ -36,10 +38,12 @@ def estimate(
     now: datetime | None = None,
     catalog: Catalog | None = None,
     priors: Priors | None = None,
+    workload_prefixes: Sequence[str] = (),
 ) -> contract.Estimate:
     """Ranked plans with today's reservations (and their free nodes) and without the zones that
     have no spot capacity now; a spec that nothing could run is a 422 naming the field."""
     principal.require_team_token()
+    workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
     now = now or utcnow()
     catalog = catalog or default_catalog()
     feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))

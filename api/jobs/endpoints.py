@@ -53,6 +53,7 @@ def submit_job(
         spec=spec,
         idempotency_key=idempotency_key,
         admission=request.app.state.admission,
+        workload_prefixes=request.app.state.settings.workload_prefixes_for(principal.team_name),
     )
     body = views.job(submitted.job)
     session.commit()

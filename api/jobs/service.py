@@ -7,12 +7,13 @@ import binascii
 import hashlib
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
@@ -42,7 +43,9 @@ def submit(
     spec: JobSpec,
     idempotency_key: str | None,
     admission: AdmissionCheck | None = None,
+    workload_prefixes: Sequence[str] = (),
 ) -> Submitted:
+    """`workload_prefixes`: the module prefixes this team may run besides the built-ins."""
     principal.require_team()
     request_hash = _request_hash(spec)
     if idempotency_key is not None:
@@ -51,6 +54,7 @@ def submit(
         )
         if existing is not None:
             return _replay(existing, request_hash)
+    workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
     if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
         raise Conflict(
             f"the team already has an unfinished job named {spec.name!r}: wait for it, cancel "

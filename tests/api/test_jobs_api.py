@@ -140,7 +140,7 @@ def test_invalid_specs_name_the_field(client: TestClient, auth: dict[str, str]) 
         "capacity.types.0": job_body(capacity={"types": ["preemptible"]}),
         "surprise": job_body(surprise=True),
         "trainer": job_body(trainer={"batch_size": 4}),
-        "env": job_body(env={"GPUJOBS_TOKEN": "x"}),
+        "env.GPUJOBS_TOKEN": job_body(env={"GPUJOBS_TOKEN": "x"}),
         "name": job_body(name="Has Spaces"),
     }
     for field, body in cases.items():

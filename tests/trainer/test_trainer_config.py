@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpujobs.runtime import ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON
+from gpujobs.runtime import ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, EXIT_CONFIG_ERROR
 from tests.trainer.trainer_runs import REPO, run_config
 from trainer.config import (
     DEFAULT_EVERY_STEPS,
@@ -70,7 +70,7 @@ def test_checkpoint_interval_resolution() -> None:
     assert checkpoint_interval(auto) == CheckpointInterval(DEFAULT_EVERY_STEPS, None)
 
 
-def test_entrypoint_exits_2_with_a_readable_message(tmp_path: Path) -> None:
+def test_entrypoint_exits_78_with_a_readable_message(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(run_config("/c", steps=0)))
     done = subprocess.run(
@@ -80,6 +80,6 @@ def test_entrypoint_exits_2_with_a_readable_message(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2
+    assert done.returncode == EXIT_CONFIG_ERROR  # EX_CONFIG: retrying cannot help
     assert "trainer.steps: Input should be greater than or equal to 1" in done.stderr
     assert "Traceback" not in done.stderr

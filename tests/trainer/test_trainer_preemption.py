@@ -16,7 +16,7 @@ from trainer.checkpoint import latest_complete_step, load_latest
 def preempting_config(
     uri: str, *, notice_at_call: int, on_preemption: bool = True
 ) -> dict[str, Any]:
-    return run_config(
+    config = run_config(
         uri,
         workload="tests.trainer.preempting:build",
         steps=50,
@@ -24,6 +24,7 @@ def preempting_config(
         checkpoint={"every_steps": 4, "on_preemption": on_preemption},
         args={**TINY_GPT, "notice_at_call": notice_at_call},
     )
+    return {**config, "allowed_workload_prefixes": ["tests.trainer"]}
 
 
 def test_sigterm_saves_the_step_it_finishes_and_exits_75(tmp_path: Path) -> None:

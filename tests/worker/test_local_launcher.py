@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpujobs.runtime import EXIT_PREEMPTED, RunConfig
+from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
@@ -218,8 +221,32 @@ def test_a_failing_trainer_is_failed_with_its_exit_code(
     observed = wait_until_done(launcher, handle)
 
     assert observed.state == ObservedState.FAILED
-    assert observed.exit_code == 2  # a configuration the user must fix
+    assert observed.exit_code == EXIT_CONFIG_ERROR  # a configuration the user must fix
     assert "nonexistent" in log_text(launcher, handle)
+
+
+def test_a_shell_through_a_workload_is_refused_where_the_trainer_starts(
+    tmp_path: Path, launchers: list[LocalLauncher]
+) -> None:
+    """A spec that reached the launcher without the API's check (stored before it existed, say)
+    naming `subprocess:getoutput`: the trainer refuses it before importing it, exit 78."""
+    outside = Path(tempfile.mkdtemp(prefix="gj", dir="/tmp"))  # short: option names are <= 64
+    outside.chmod(0o777)  # whoever the trainer runs as could write here: only the refusal stops it
+    marker = outside / "pwned"
+    launcher = make(launchers, tmp_path / "attempts")
+    req = request(tmp_path, "attempt-shell", workload="subprocess:getoutput")
+    trainer = req.run_config.trainer.model_copy(update={"args": {f"touch {marker}": True}})
+    req = dataclasses.replace(
+        req, run_config=req.run_config.model_copy(update={"trainer": trainer})
+    )
+
+    observed = wait_until_done(launcher, launcher.launch(req))
+
+    assert observed.state == ObservedState.FAILED
+    assert observed.exit_code == EXIT_CONFIG_ERROR
+    assert "module 'subprocess' is not allowed" in log_text(launcher, "local:attempt-shell")
+    assert not marker.exists()
+    shutil.rmtree(outside)
 
 
 def test_spot_preemption_sends_the_notice_and_the_trainer_checkpoints(

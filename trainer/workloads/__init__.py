@@ -1,13 +1,15 @@
 """What the trainer trains: a model, its training data and its loss.
 
-Built-ins are named (`gpt`, `resnet`); anything else is a user module `pkg.mod:build`, a
-function taking the workload options (TrainerSpec.args) and returning a Workload.
+Built-ins are named (`gpt`, `resnet`); anything else is a module `pkg.mod:build` that the
+operator allowed (RunConfig.allowed_workload_prefixes): a function taking the workload options
+(TrainerSpec.args) and returning a Workload. The allowlist is checked before the module is
+imported, so a job cannot run arbitrary code by naming it (`subprocess:getoutput`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +17,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from gpujobs.workloads import BUILTIN_WORKLOADS, OptionsError, WorkloadOption, parse_options
+from gpujobs.workloads import refusal as workload_refusal
 from trainer.config import ConfigError
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
@@ -52,12 +56,25 @@ def _builtin(name: str) -> Builder | None:
     return None
 
 
-def load_workload(name: str, args: dict[str, Any]) -> Workload:
-    builder = _builtin(name) or _user_builder(name)
+def check_allowed(name: str, allowed_prefixes: Sequence[str]) -> None:
+    """Refuse a workload that is neither built in nor under an allowed prefix, before any import."""
+    reason = workload_refusal(name, allowed_prefixes)
+    if reason is not None:
+        raise ConfigError(f"workload refused: {reason}")
+
+
+def load_workload(
+    name: str, args: dict[str, Any], *, allowed_prefixes: Sequence[str] = ()
+) -> Workload:
+    check_allowed(name, allowed_prefixes)
+    builtin = _builtin(name) if name in BUILTIN_WORKLOADS else None
+    builder = builtin or _user_builder(name)
     try:
         workload = builder(dict(args))
     except ConfigError:
         raise
+    except OptionsError as exc:
+        raise ConfigError(f"workload {name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"workload {name!r}: {exc}") from exc
     if not isinstance(workload, Workload):
@@ -69,11 +86,7 @@ def load_workload(name: str, args: dict[str, Any]) -> Workload:
 
 
 def _user_builder(name: str) -> Builder:
-    module_name, sep, attr = name.partition(":")
-    if not sep:
-        raise ConfigError(
-            f"unknown workload {name!r}: use a built-in (gpt, resnet) or a module `pkg.mod:build`"
-        )
+    module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -81,4 +94,23 @@ def _user_builder(name: str) -> Builder:
     builder = getattr(module, attr, None)
     if not callable(builder):
         raise ConfigError(f"workload {name!r}: {module_name} has no function {attr}")
-    return builder
+    declared = getattr(module, "OPTIONS", None)
+    if declared is None:
+        return builder  # type: ignore[no-any-return]  # the operator's module, undeclared options
+    options = _declared_options(name, declared)
+
+    def checked(args: dict[str, Any]) -> Workload:
+        return builder(parse_options(options, args))  # type: ignore[no-any-return]  # user code
+
+    return checked
+
+
+def _declared_options(name: str, declared: Any) -> list[WorkloadOption]:
+    if not isinstance(declared, list | tuple) or not all(
+        isinstance(o, WorkloadOption) for o in declared
+    ):
+        raise ConfigError(
+            f"workload {name!r}: its module's OPTIONS must be a list of "
+            "gpujobs.workloads.WorkloadOption"
+        )
+    return list(declared)

@@ -19,9 +19,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch.utils.data import Dataset
 
+from gpujobs.workloads import GPT as DECLARED
 from trainer.config import ConfigError
 from trainer.workloads import Workload
-from trainer.workloads.options import Options
 
 VOCAB = 256  # bytes
 
@@ -151,18 +151,16 @@ def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
 
 
 def build(args: dict[str, Any]) -> Workload:
-    opts = Options("gpt", args)
-    block_size = opts.get("block_size", 64, minimum=2)
-    n_layer = opts.get("n_layer", 2, minimum=1)
-    n_head = opts.get("n_head", 4, minimum=1)
-    n_embd = opts.get("n_embd", 64, minimum=1)
-    dropout = opts.get("dropout", 0.0, minimum=0.0)
-    corpus = opts.get("corpus", "")
-    pattern = opts.get("corpus_glob", "*.py")
-    limit = opts.get("corpus_bytes", 1_000_000, minimum=1)
-    opts.done()
-    if n_embd % n_head:
-        raise ConfigError(f"workload 'gpt': n_embd ({n_embd}) must be a multiple of n_head")
+    """Options, their defaults and bounds: `gpujobs.workloads.GPT` (what the API checks too)."""
+    opts = DECLARED.parse(args)
+    block_size: int = opts["block_size"]
+    n_layer: int = opts["n_layer"]
+    n_head: int = opts["n_head"]
+    n_embd: int = opts["n_embd"]
+    dropout: float = opts["dropout"]
+    corpus: str = opts["corpus"]
+    pattern: str = opts["corpus_glob"]
+    limit: int = opts["corpus_bytes"]
     roots = [Path(p) for p in corpus.split(os.pathsep) if p] if corpus else [stdlib_dir()]
     data = read_corpus(corpus_files(roots, pattern), limit)
     if len(data) <= block_size:

@@ -18,8 +18,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch.utils.data import Dataset
 
+from gpujobs.workloads import RESNET as DECLARED
 from trainer.workloads import Workload
-from trainer.workloads.options import Options
 
 
 def norm(channels: int) -> nn.GroupNorm:
@@ -94,15 +94,15 @@ def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
 
 
 def build(args: dict[str, Any]) -> Workload:
-    opts = Options("resnet", args)
-    width = opts.get("width", 16, minimum=1)
-    blocks_per_stage = opts.get("blocks_per_stage", 1, minimum=1)
-    stages = opts.get("stages", 3, minimum=1)
-    num_classes = opts.get("num_classes", 10, minimum=2)
-    image_size = opts.get("image_size", 16, minimum=4)
-    size = opts.get("dataset_size", 4096, minimum=1)
-    data_seed = opts.get("data_seed", 0, minimum=0)
-    opts.done()
+    """Options, their defaults and bounds: `gpujobs.workloads.RESNET` (what the API checks too)."""
+    opts = DECLARED.parse(args)
+    width: int = opts["width"]
+    blocks_per_stage: int = opts["blocks_per_stage"]
+    stages: int = opts["stages"]
+    num_classes: int = opts["num_classes"]
+    image_size: int = opts["image_size"]
+    size: int = opts["dataset_size"]
+    data_seed: int = opts["data_seed"]
     model = ResNet(
         width=width, blocks_per_stage=blocks_per_stage, stages=stages, num_classes=num_classes
     )
