@@ -15,11 +15,12 @@ from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
 from api.database import make_engine, make_session_factory
 from api.estimates import endpoints as estimates
-from api.http import BodyLimit, install_error_handlers
+from api.http import Admission, BodyLimit, install_error_handlers
 from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
+from api.logs.followers import Followers
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
 from api.usage import endpoints as usage
@@ -54,6 +55,7 @@ def create_app(
     app.state.nudge = nudge or celery_nudge(settings) or _no_nudge
     app.state.admission = admission if admission is not None else default_admission
     app.state.logs = logs
+    app.state.log_followers = Followers(limit=settings.log_followers_per_team)
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
@@ -66,6 +68,12 @@ def create_app(
     app.include_router(reservations.router)
     app.include_router(budgets.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        Admission,
+        limit=settings.api_concurrency,
+        wait_s=settings.api_queue_wait_s,
+        exempt=frozenset({"/healthz"}),
+    )
     app.add_middleware(metrics.RequestMetrics)
     return app
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import Principal, authenticate
-from api.errors import DomainError
+from api.database import read_session
+from api.errors import DomainError, Unavailable
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
 
 log = logging.getLogger(__name__)
@@ -25,16 +28,28 @@ log = logging.getLogger(__name__)
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422)
 }
+ERROR_RESPONSES[503] = {
+    "model": ErrorBody,
+    "description": "Overloaded or the database is busy; retry after `Retry-After` seconds.",
+    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+}
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    session = request.app.state.session_factory()
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """The request's session. Opening one does no IO; the connection is taken at the first
+    query, in the endpoint's thread. A read (GET) gets a read-only session: on SQLite it takes
+    no lock. Routers commit explicitly before answering; anything left is discarded, in a
+    thread only when a transaction is still open."""
+    factory = request.app.state.session_factory
+    session = read_session(factory) if request.method in _READS else factory()
     try:
         yield session
     finally:
-        # Routers commit explicitly before answering; whatever is left uncommitted is discarded.
-        session.rollback()
-        session.close()
+        if session.in_transaction():
+            await anyio.to_thread.run_sync(session.close)
+        else:
+            session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
@@ -45,11 +60,16 @@ def get_principal(
     session: SessionDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    return authenticate(
-        session,
-        authorization=authorization,
-        admin_token=request.app.state.settings.admin_token,
-    )
+    try:
+        return authenticate(
+            session,
+            authorization=authorization,
+            admin_token=request.app.state.settings.admin_token,
+        )
+    finally:
+        # The endpoint runs in another thread hop: hold no connection (nor, on SQLite, the
+        # write lock) while waiting for it.
+        session.rollback()
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -102,7 +122,22 @@ HTTP_CODES = {
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(_: Request, exc: DomainError) -> Response:
-        return _error(exc.status_code, exc.code, exc.message, exc.fields)
+        response = _error(exc.status_code, exc.code, exc.message, exc.fields)
+        if exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
+    @app.exception_handler(sa_exc.TimeoutError)
+    async def _pool_exhausted(_: Request, exc: sa_exc.TimeoutError) -> Response:
+        log.warning("no database connection in time: %s", exc)
+        return await _domain(_, Unavailable("the server is busy; retry shortly"))
+
+    @app.exception_handler(sa_exc.OperationalError)
+    async def _database_unavailable(_: Request, exc: sa_exc.OperationalError) -> Response:
+        # "database is locked" (SQLite's busy timeout), a dropped or refused connection: the
+        # request did nothing durable (its transaction rolled back), so a retry is safe.
+        log.warning("database unavailable: %s", exc.orig)
+        return await _domain(_, Unavailable("the database is busy or unreachable; retry shortly"))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> Response:
@@ -137,6 +172,72 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
     return sorted(methods)
+
+
+class Admission:
+    """At most `limit` requests in the app at once; the rest wait in line up to `wait_s`, then
+    get 503 with Retry-After. Bounding the requests in flight below the database pool and the
+    thread pool is what keeps a burst from deadlocking them: an admitted request always finds a
+    connection and a thread. A request leaves when its response starts, so a log stream holds a
+    place only while it is set up. `exempt` paths (liveness) never wait."""
+
+    def __init__(
+        self, app: ASGIApp, *, limit: int, wait_s: float, exempt: frozenset[str] = frozenset()
+    ) -> None:
+        self.app = app
+        self.wait_s = wait_s
+        self.exempt = exempt
+        self.slots = anyio.Semaphore(limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        admitted = False
+        with anyio.move_on_after(self.wait_s):
+            await self.slots.acquire()
+            admitted = True
+        if admitted:
+            await self._admitted(scope, receive, send)
+            return
+        await _send_error(
+            send,
+            Unavailable("the server is busy; retry shortly"),
+            headers=[(b"retry-after", str(Unavailable.retry_after_s).encode())],
+        )
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.slots.release()
+
+        async def send_and_release(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_release)
+        finally:
+            release()
+
+
+async def _send_error(
+    send: Send, error: DomainError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = ErrorBody(error=ErrorDetail(code=error.code, message=error.message)).model_dump_json()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status_code,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
 
 
 class BodyLimit:

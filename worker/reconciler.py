@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from api import metrics
 from api.catalog.repository import mark_outage
-from api.database import transaction
+from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
 from api.money import cost_microusd
@@ -32,7 +32,7 @@ CANCELLED = Outcome("cancelled", (JobStatus.CANCELLED,), "cancelled", started=Tr
 
 def reconcile_once(cp: ControlPlane) -> int:
     """Returns how many attempts changed."""
-    with cp.factory() as session:
+    with read_session(cp.factory) as session:
         rows = [(attempt.id, job.status) for job, attempt in repo.open_attempts(session)]
     changed = 0
     for attempt_id, job_status in rows:
@@ -44,7 +44,7 @@ def reconcile_once(cp: ControlPlane) -> int:
 
 
 def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> int:
-    with cp.factory() as session:
+    with read_session(cp.factory) as session:
         attempt = session.get(JobAttempt, attempt_id)
         if attempt is None or attempt.ended_at is not None:
             return 0
