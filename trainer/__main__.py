@@ -1,7 +1,7 @@
 """`python -m trainer`: the image entrypoint, alone or under torchrun.
 
-Exit codes: 0 done, 75 preempted after a checkpoint, 76 preempted without one, 2 a configuration
-the user must fix, 1 anything else.
+Exit codes: 0 done, 75 preempted after a checkpoint, 76 preempted without one, 78 a configuration
+the user must fix (with its message in the termination log), 1 anything else.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import argparse
 import logging
 import sys
 
+from gpujobs.runtime import EXIT_CONFIG_ERROR
 from trainer.config import ConfigError, load_run_config
-
-EXIT_CONFIG = 2
+from trainer.termination import write_termination_message
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         return Trainer(config).run().exit_code
     except ConfigError as exc:
         print(f"trainer: configuration error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        write_termination_message(f"configuration error: {exc}")
+        return EXIT_CONFIG_ERROR
 
 
 if __name__ == "__main__":

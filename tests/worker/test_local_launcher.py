@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpujobs.runtime import EXIT_PREEMPTED, RunConfig
+from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
@@ -218,7 +218,8 @@ def test_a_failing_trainer_is_failed_with_its_exit_code(
     observed = wait_until_done(launcher, handle)
 
     assert observed.state == ObservedState.FAILED
-    assert observed.exit_code == 2  # a configuration the user must fix
+    assert observed.exit_code == EXIT_CONFIG_ERROR  # a configuration the user must fix
+    assert observed.message is not None and "nonexistent" in observed.message
     assert "nonexistent" in log_text(launcher, handle)
 
 

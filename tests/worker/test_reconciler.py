@@ -14,6 +14,7 @@ from api.auth import Principal
 from api.database import transaction
 from api.jobs import service as jobs
 from api.models import ApiToken, CapacityOutage, JobAttempt, SpotObservation
+from api.money import cost_microusd
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType
@@ -265,6 +266,36 @@ def test_failure_with_restarts_left_retries(world: World) -> None:
     assert failed.status == S.FAILED.value
     assert failed.restarts == 1
     assert all(t.revoked_at is not None for t in job_tokens(world, job_id))
+
+
+def test_a_configuration_error_fails_the_job_at_once_with_the_trainers_message(
+    world: World,
+) -> None:
+    job_id, attempt_id = world.place(max_restarts=3)
+    world.launcher.script(attempt_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    world.clock.advance(90)
+    message = "configuration error: workload 'nope.mod:build': cannot import nope.mod"
+    world.launcher.script(attempt_id, ObservedState.FAILED, exit_code=78, message=message)
+
+    reconcile_once(world.cp)
+
+    closed = the_attempt(world, attempt_id)
+    assert closed.end_reason == "config_error"
+    assert closed.exit_code == 78
+    assert closed.ended_at == world.clock.now and closed.started_at is not None
+    assert closed.cost_microusd == cost_microusd(
+        price_per_hour=closed.price_per_hour,
+        started_at=closed.started_at,
+        ended_at=closed.ended_at,
+    )
+    assert closed.cost_microusd > 0  # the minutes it ran are billed, and wasted
+    failed = job(world.factory, job_id)
+    assert failed.status == S.FAILED.value
+    assert failed.restarts == 0
+    assert message in (failed.status_reason or "")
+    assert schedule_once(world.cp).placed == []  # no retry
+    assert len(attempts(world.factory, job_id)) == 1
 
 
 def test_cancel_stops_the_attempt_through_the_launcher(world: World) -> None:

@@ -21,12 +21,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG
+from gpujobs.runtime import (
+    ENV_JOB_TOKEN,
+    ENV_RUN_CONFIG,
+    ENV_TERMINATION_LOG,
+    EXIT_CONFIG_ERROR,
+    TERMINATION_MESSAGE_MAX_BYTES,
+)
 from gpujobs.spec import CapacityType
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.spot_market import SpotMarket
 
 PREFIX = "local:"
+TERMINATION_LOG = "termination-log"
 LAUNCH_GRACE_S = 60.0  # longest a launch may hold the lock without having written the pid
 
 
@@ -76,7 +83,12 @@ class LocalLauncher:
         _write(config, request.run_config.model_dump_json(indent=2))
         env = {**os.environ, **request.env}
         env.update(
-            {ENV_RUN_CONFIG: str(config), ENV_JOB_TOKEN: request.job_token, "PYTHONUNBUFFERED": "1"}
+            {
+                ENV_RUN_CONFIG: str(config),
+                ENV_JOB_TOKEN: request.job_token,
+                ENV_TERMINATION_LOG: str(directory / TERMINATION_LOG),
+                "PYTHONUNBUFFERED": "1",
+            }
         )
         command = [
             self.python, "-m", "worker.launchers.supervise", str(directory / "exit_code"), "--",
@@ -127,7 +139,16 @@ class LocalLauncher:
             )
         if code is None:
             return Observation(ObservedState.LOST, message="the process group disappeared")
-        return Observation(ObservedState.FAILED, exit_code=code)
+        reported = _read(directory / TERMINATION_LOG)
+        if reported is not None:
+            # The trainer said why it cannot run. Under torchrun the failed rank's 78 reaches us
+            # as torchrun's own 1: the rank's message is what tells the kind of failure.
+            return Observation(
+                ObservedState.FAILED, exit_code=EXIT_CONFIG_ERROR, message=reported.strip()
+            )
+        return Observation(
+            ObservedState.FAILED, exit_code=code, message=_last_lines(directory / "trainer.log")
+        )
 
     def cancel(self, handle: str) -> None:
         directory = self._dir(handle)
@@ -255,6 +276,19 @@ def _read(path: Path) -> str | None:
         return path.read_text()
     except FileNotFoundError:
         return None
+
+
+def _last_lines(path: Path, lines: int = 3) -> str | None:
+    """The end of a failed trainer's output: usually the error that ended it."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - TERMINATION_MESSAGE_MAX_BYTES))
+            tail = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    kept = [line.rstrip() for line in tail.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept) or None
 
 
 def _read_int(path: Path) -> int | None:
