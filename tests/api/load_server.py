@@ -1,6 +1,7 @@
-"""A real server for the load tests: the embedded composition (API and control loops in one
-process, on SQLite or PostgreSQL) whose trainer is a silent `sleep`, so an attempt runs as a
-real process group that prints nothing.
+"""A real server for the load and crash tests: the embedded composition (API and control loops
+in one process, on SQLite or PostgreSQL) with a stand-in trainer chosen by GPUJOBS_TEST_TRAINER:
+`silent` (default) is a `sleep` that prints nothing; `stubborn` also ignores SIGTERM, so only
+the stop's escalation (SIGKILL after the notice) ends it.
 
     python -m tests.api.load_server      (GPUJOBS_* settings from the environment)
 
@@ -11,6 +12,7 @@ loops kept working while it loaded the API.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -28,9 +30,16 @@ from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
 from worker.standalone import ensure_default_team
 
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ignoring SIGTERM', flush=True); time.sleep(600)"
+)
 
-class SilentLauncher(LocalLauncher):
+
+class StandInLauncher(LocalLauncher):
     def _trainer_command(self, request: LaunchRequest) -> list[str]:
+        if os.environ.get("GPUJOBS_TEST_TRAINER") == "stubborn":
+            return [sys.executable, "-c", STUBBORN]
         return ["sleep", "600"]
 
 
@@ -42,7 +51,9 @@ def main() -> int:
     factory = make_session_factory(engine)
     ensure_default_team(settings, factory)
     control = build_control_plane(settings, factory=factory)
-    control.launcher = SilentLauncher(root=settings.home / "attempts", notice_s=2.0)
+    control.launcher = StandInLauncher(
+        root=settings.home / "attempts", notice_s=settings.spot_notice_s
+    )
     settings.home.mkdir(parents=True, exist_ok=True)
     passes = Path(settings.home) / "passes"
 

@@ -93,10 +93,11 @@ def start_server(
         GPUJOBS_SCHEDULE_INTERVAL_S="0.5",
         GPUJOBS_RECONCILE_INTERVAL_S="0.5",
         GPUJOBS_ADMIN_TOKEN=ADMIN,
-        **settings,
+        GPUJOBS_SPOT_NOTICE_S="2",
     )
+    env.update(settings)
     log = tmp_path / "server.log"
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.api.load_server"],
             cwd=ROOT,
