@@ -57,19 +57,16 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 def get_principal(
     request: Request,
-    session: SessionDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    try:
+    # A read session of its own, closed before returning: the endpoint runs in another thread
+    # hop, and waiting for it must hold no connection (nor, on SQLite, any lock).
+    with read_session(request.app.state.session_factory) as session:
         return authenticate(
             session,
             authorization=authorization,
             admin_token=request.app.state.settings.admin_token,
         )
-    finally:
-        # The endpoint runs in another thread hop: hold no connection (nor, on SQLite, the
-        # write lock) while waiting for it.
-        session.rollback()
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

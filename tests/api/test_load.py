@@ -299,3 +299,31 @@ def test_a_disconnected_follower_gives_its_place_back(tmp_path: Path) -> None:
             time.sleep(2.0)  # the server notices the disconnects within a poll
     finally:
         stop_server(running)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        # Few places and a short line: the overflow is turned away at the door.
+        {"GPUJOBS_API_CONCURRENCY": "1", "GPUJOBS_API_QUEUE_WAIT_S": "0.01"},
+        # Many places but one connection that cannot be waited for: pool timeouts.
+        {
+            "GPUJOBS_API_CONCURRENCY": "50",
+            "GPUJOBS_DATABASE_POOL_SIZE": "1",
+            "GPUJOBS_DATABASE_MAX_OVERFLOW": "0",
+            "GPUJOBS_DATABASE_POOL_TIMEOUT_S": "0.001",
+        },
+    ],
+    ids=["admission", "pool"],
+)
+def test_overload_is_503_with_retry_after(
+    tmp_path: Path, database: str, limits: dict[str, str]
+) -> None:
+    running = start_server(tmp_path, database, budget_usd=None, **limits)
+    try:
+        responses = burst(running, 60, method="GET", url="/v1/jobs", params={"limit": 1})
+        assert_no_5xx_but_503(responses)
+        codes = [r.status_code for r in responses]
+        assert 503 in codes and 200 in codes, codes
+    finally:
+        stop_server(running)
