@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "api_load.json")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for database in args.databases:
         ours = _run_ours(database, args.levels, args.seconds)
@@ -248,7 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         results[database] = {level: _compare(ours[level], baseline[level]) for level in args.levels}
     result = {
         "benchmark": "api_load",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            # Other work on the machine skews every figure: a 1-minute load far above the CPU
+            # count means the ratios say little.
+            "load_average_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
+        },
         "levels": args.levels,
         "seconds_per_level": args.seconds,
         "baseline": "benchmarks/api_baseline.py: bare FastAPI + SQLAlchemy, one INSERT or SELECT",
