@@ -16,12 +16,13 @@ from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
 from api.database import make_engine, make_session_factory
 from api.estimates import endpoints as estimates
-from api.http import BodyLimit, install_error_handlers
+from api.http import Admission, BodyLimit, install_error_handlers
 from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
 from api.openapi import install_openapi, operation_id
+from api.logs.followers import Followers
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
 from api.teams import endpoints as teams
@@ -61,6 +62,7 @@ def create_app(
     app.state.nudge = nudge or celery_nudge(settings) or _no_nudge
     app.state.admission = admission if admission is not None else default_admission
     app.state.logs = logs
+    app.state.log_followers = Followers(limit=settings.log_followers_per_team)
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
@@ -77,6 +79,12 @@ def create_app(
     app.include_router(tokens.router)
     install_openapi(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        Admission,
+        limit=settings.api_concurrency,
+        wait_s=settings.api_queue_wait_s,
+        exempt=frozenset({"/healthz"}),
+    )
     app.add_middleware(metrics.RequestMetrics)
     return app
 

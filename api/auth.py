@@ -141,14 +141,19 @@ def authenticate(
     )
 
 
+def use_is_stale(principal: Principal, *, now: datetime) -> bool:
+    """Whether the token's last use is older than the resolution we record it at."""
+    if principal.token_id is None:
+        return False
+    return principal.last_used_at is None or principal.last_used_at <= now - LAST_USED_RESOLUTION
+
+
 def record_use(session: Session, *, principal: Principal, now: datetime) -> bool:
     """Note that the token was used, unless it was noted less than a minute ago. True when it
     wrote (the caller commits)."""
-    if principal.token_id is None:
+    if not use_is_stale(principal, now=now):
         return False
     stale = now - LAST_USED_RESOLUTION
-    if principal.last_used_at is not None and principal.last_used_at > stale:
-        return False
     # The condition is repeated in SQL so concurrent requests write once between them.
     session.execute(
         update(ApiToken)

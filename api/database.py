@@ -2,52 +2,113 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import QueuePool
 
 from api.settings import Settings
+
+# An execution option that marks a connection as read-only: on SQLite it begins a deferred
+# transaction (a WAL snapshot, no lock) instead of taking the database-wide write lock.
+READ_ONLY = "gpujobs_read_only"
+_readers: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
 
 
 def make_engine(settings: Settings) -> Engine:
     url = settings.sqlalchemy_url()
+    pool: dict[str, Any] = {
+        "pool_size": settings.database_pool_size,
+        "max_overflow": settings.database_max_overflow,
+        # A checkout that waits this long means overload: it becomes a 503, not a hung client.
+        "pool_timeout": settings.database_pool_timeout_s,
+    }
     if url.startswith("sqlite"):
         settings.home.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-        event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _sqlite_begin_immediate)
+        engine = create_engine(
+            url,
+            poolclass=QueuePool,
+            connect_args={"check_same_thread": False, "timeout": settings.database_busy_timeout_s},
+            **pool,
+        )
+        writer = _Writer(timeout_s=settings.database_busy_timeout_s)
+        event.listen(engine, "connect", _sqlite_pragmas_for(settings.database_busy_timeout_s))
+        event.listen(engine, "begin", writer.begin)
+        event.listen(engine, "commit", writer.end)
+        event.listen(engine, "rollback", writer.end)
         return engine
-    return create_engine(
-        url,
-        pool_size=settings.database_pool_size,
-        max_overflow=settings.database_max_overflow,
-        pool_pre_ping=True,
-    )
+    return create_engine(url, pool_pre_ping=True, **pool)
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
-    # SQLite has no SELECT ... FOR UPDATE, and pysqlite only says BEGIN at the first write, so a
-    # read-then-write could act on a row another transaction changed meanwhile (a cancel undone
-    # by the reconciler). Take the transaction into our hands: see _sqlite_begin_immediate.
-    dbapi_connection.isolation_level = None
-    # WAL lets the API read while the scheduler writes; foreign keys are off by default in SQLite.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+def _sqlite_pragmas_for(busy_timeout_s: float):  # type: ignore[no-untyped-def]
+    def pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        # SQLite has no SELECT ... FOR UPDATE, and pysqlite only says BEGIN at the first write,
+        # so a read-then-write could act on a row another transaction changed meanwhile (a
+        # cancel undone by the reconciler). Take the transaction into our hands: _sqlite_begin.
+        dbapi_connection.isolation_level = None
+        # WAL lets readers work while a writer writes; foreign keys are off by default.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.close()
+
+    return pragmas
 
 
-def _sqlite_begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
-    """Every transaction takes SQLite's write lock when it starts: transactions that read and then
-    write run one at a time, which is what row locks give us on PostgreSQL."""
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+class _Writer:
+    """SQLite's one writer. A transaction that may write takes the write lock when it starts, so
+    transactions that read and then write run one at a time (what row locks give us on
+    PostgreSQL). A read-only one (`read_session`) begins deferred: it reads a snapshot and blocks
+    nobody. Within this process writers first queue on a lock: SQLite's own busy wait polls, and
+    under a burst a poller can starve past any timeout while others keep winning."""
+
+    def __init__(self, *, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.lock = threading.Lock()
+
+    def begin(self, connection) -> None:  # type: ignore[no-untyped-def]
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN")
+            return
+        if not self.lock.acquire(timeout=self.timeout_s):
+            raise sa_exc.OperationalError(
+                "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
+            )
+        connection.info[_HOLDS_WRITER] = True
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            self.end(connection)
+            raise
+
+    def end(self, connection) -> None:  # type: ignore[no-untyped-def]
+        if connection.info.pop(_HOLDS_WRITER, False):
+            self.lock.release()
+
+
+_HOLDS_WRITER = "gpujobs_holds_writer"
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def read_session(factory: sessionmaker[Session]) -> Session:
+    """A session for reads only: on SQLite it takes no lock; it must not write."""
+    engine = factory.kw["bind"]
+    reader = _readers.get(engine)
+    if reader is None:
+        reader = _readers[engine] = engine.execution_options(**{READ_ONLY: True})
+    return factory(bind=reader)
 
 
 @contextmanager

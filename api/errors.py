@@ -8,6 +8,7 @@ from gpujobs.resources import FieldError
 class DomainError(Exception):
     status_code = 400
     code = "bad_request"
+    retry_after_s: int | None = None  # sent as Retry-After: when a retry can succeed
 
     def __init__(self, message: str, *, fields: list[FieldError] | None = None) -> None:
         super().__init__(message)
@@ -47,3 +48,18 @@ class BudgetExceeded(DomainError):
 
 class IllegalTransition(Conflict):
     code = "illegal_transition"
+
+
+class TooManyRequests(DomainError):
+    status_code = 429
+    code = "too_many_requests"
+    retry_after_s = 5
+
+
+class Unavailable(DomainError):
+    """Overload or a database that cannot answer now: the client should retry, so 503 with
+    Retry-After, never a 500."""
+
+    status_code = 503
+    code = "unavailable"
+    retry_after_s = 1

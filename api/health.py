@@ -11,7 +11,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> Response:
+async def healthz() -> Response:
     return respond({"status": "ok"})
 
 

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Depends, FastAPI, Header, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.auth import Principal, authenticate, record_use
-from api.errors import DomainError
+from api.auth import Principal, authenticate, record_use, use_is_stale
+from api.database import read_session, transaction
+from api.errors import DomainError, Unavailable
 from api.models import utcnow
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
 
@@ -27,16 +30,28 @@ log = logging.getLogger(__name__)
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422)
 }
+ERROR_RESPONSES[503] = {
+    "model": ErrorBody,
+    "description": "Overloaded or the database is busy; retry after `Retry-After` seconds.",
+    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+}
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    session = request.app.state.session_factory()
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """The request's session. Opening one does no IO; the connection is taken at the first
+    query, in the endpoint's thread. A read (GET) gets a read-only session: on SQLite it takes
+    no lock. Routers commit explicitly before answering; anything left is discarded, in a
+    thread only when a transaction is still open."""
+    factory = request.app.state.session_factory
+    session = read_session(factory) if request.method in _READS else factory()
     try:
         yield session
     finally:
-        # Routers commit explicitly before answering; whatever is left uncommitted is discarded.
-        session.rollback()
-        session.close()
+        if session.in_transaction():
+            await anyio.to_thread.run_sync(session.close)
+        else:
+            session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
@@ -53,20 +68,23 @@ BEARER = HTTPBearer(
 
 def get_principal(
     request: Request,
-    session: SessionDep,
     _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
+    # A read session of its own, closed before returning: the endpoint runs in another thread
+    # hop, and waiting for it must hold no connection (nor, on SQLite, any lock).
+    factory = request.app.state.session_factory
     now = utcnow()
-    principal = authenticate(
-        session,
-        authorization=authorization,
-        admin_token=request.app.state.settings.admin_token,
-        now=now,
-    )
-    if record_use(session, principal=principal, now=now):
-        # Its own short write: a GET commits nothing else, and the use must still be recorded.
-        session.commit()
+    with read_session(factory) as session:
+        principal = authenticate(
+            session,
+            authorization=authorization,
+            admin_token=request.app.state.settings.admin_token,
+            now=now,
+        )
+    if use_is_stale(principal, now=now):  # at most once a minute per token: a short write
+        with transaction(factory) as session:
+            record_use(session, principal=principal, now=now)
     return principal
 
 
@@ -120,7 +138,22 @@ HTTP_CODES = {
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(_: Request, exc: DomainError) -> Response:
-        return _error(exc.status_code, exc.code, exc.message, exc.fields)
+        response = _error(exc.status_code, exc.code, exc.message, exc.fields)
+        if exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
+    @app.exception_handler(sa_exc.TimeoutError)
+    async def _pool_exhausted(_: Request, exc: sa_exc.TimeoutError) -> Response:
+        log.warning("no database connection in time: %s", exc)
+        return await _domain(_, Unavailable("the server is busy; retry shortly"))
+
+    @app.exception_handler(sa_exc.OperationalError)
+    async def _database_unavailable(_: Request, exc: sa_exc.OperationalError) -> Response:
+        # "database is locked" (SQLite's busy timeout), a dropped or refused connection: the
+        # request did nothing durable (its transaction rolled back), so a retry is safe.
+        log.warning("database unavailable: %s", exc.orig)
+        return await _domain(_, Unavailable("the database is busy or unreachable; retry shortly"))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> Response:
@@ -155,6 +188,72 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
     return sorted(methods)
+
+
+class Admission:
+    """At most `limit` requests in the app at once; the rest wait in line up to `wait_s`, then
+    get 503 with Retry-After. Bounding the requests in flight below the database pool and the
+    thread pool is what keeps a burst from deadlocking them: an admitted request always finds a
+    connection and a thread. A request leaves when its response starts, so a log stream holds a
+    place only while it is set up. `exempt` paths (liveness) never wait."""
+
+    def __init__(
+        self, app: ASGIApp, *, limit: int, wait_s: float, exempt: frozenset[str] = frozenset()
+    ) -> None:
+        self.app = app
+        self.wait_s = wait_s
+        self.exempt = exempt
+        self.slots = anyio.Semaphore(limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        admitted = False
+        with anyio.move_on_after(self.wait_s):
+            await self.slots.acquire()
+            admitted = True
+        if admitted:
+            await self._admitted(scope, receive, send)
+            return
+        await _send_error(
+            send,
+            Unavailable("the server is busy; retry shortly"),
+            headers=[(b"retry-after", str(Unavailable.retry_after_s).encode())],
+        )
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.slots.release()
+
+        async def send_and_release(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_release)
+        finally:
+            release()
+
+
+async def _send_error(
+    send: Send, error: DomainError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = ErrorBody(error=ErrorDetail(code=error.code, message=error.message)).model_dump_json()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status_code,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
 
 
 class BodyLimit:

@@ -26,12 +26,30 @@ class Settings(BaseSettings):
     database_url: str = Field("", description="SQLAlchemy URL; empty = SQLite under `home`.")
     database_pool_size: int = 10
     database_max_overflow: int = 20
+    database_pool_timeout_s: float = Field(
+        10.0, description="Longest wait for a pooled connection before answering 503."
+    )
+    database_busy_timeout_s: float = Field(
+        10.0, description="SQLite: longest wait for the write lock before answering 503."
+    )
 
     # API
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str = Field("", description="URL trainers use to reach the API; default host:port.")
     max_body_bytes: int = 1024 * 1024
+    api_concurrency: int = Field(
+        20,
+        description="Requests served at once; more wait in line. Keep it under the database "
+        "pool (pool size + overflow) and the thread pool (40), so an admitted request never "
+        "waits for a connection or a thread held by a waiting one.",
+    )
+    api_queue_wait_s: float = Field(
+        10.0, description="Longest a request waits in line before a 503 with Retry-After."
+    )
+    log_followers_per_team: int = Field(
+        8, description="Concurrent `logs?follow=true` streams per team; more get 429."
+    )
     default_team: str = "default"
     credentials_file: Path = Field(
         Path.home() / ".config" / "gpujobs" / "credentials.json",

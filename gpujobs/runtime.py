@@ -18,6 +18,10 @@ from gpujobs.workloads import MODULE_PATH
 ENV_RUN_CONFIG = "GPUJOBS_RUN_CONFIG"
 ENV_RUN_CONFIG_JSON = "GPUJOBS_RUN_CONFIG_JSON"
 ENV_JOB_TOKEN = "GPUJOBS_JOB_TOKEN"
+# Where the trainer writes a short message saying why it could not run (Kubernetes reads
+# /dev/termination-log into the pod's status); the launcher puts it on the job.
+ENV_TERMINATION_LOG = "GPUJOBS_TERMINATION_LOG"
+TERMINATION_MESSAGE_MAX_BYTES = 4096  # Kubernetes' limit for one container's message
 
 # The trainer saved a checkpoint after the preemption notice and exited on purpose: the attempt
 # was preempted, not failed. 75 is EX_TEMPFAIL ("try again later") from sysexits.h.

@@ -41,6 +41,12 @@ class UsageGroup(BaseModel):
         0.0, description="GPU-hours between the last checkpoint and a preemption."
     )
     lost_cost_microusd: int = 0
+    wasted_gpu_hours: float = Field(
+        0.0,
+        description="GPU-hours of attempts that ended on a configuration error (the job could "
+        "not run as specified): all of their time was wasted.",
+    )
+    wasted_cost_microusd: int = 0
     cost_microusd_by_capacity_type: dict[str, int] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -75,6 +81,11 @@ class UsageGroup(BaseModel):
     @property
     def lost_cost(self) -> float:
         return self.lost_cost_microusd / MICRO
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def wasted_cost(self) -> float:
+        return self.wasted_cost_microusd / MICRO
 
 
 class BudgetUsage(BaseModel):

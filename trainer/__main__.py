@@ -1,7 +1,8 @@
 """`python -m trainer`: the image entrypoint, alone or under torchrun.
 
 Exit codes: 0 done, 75 preempted after a checkpoint, 76 preempted without one, 78 a configuration
-the user must fix (retrying cannot help), 1 anything else.
+the user must fix (retrying cannot help; its message goes to the termination log), 1 anything
+else.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 
 from gpujobs.runtime import EXIT_CONFIG_ERROR
 from trainer.preemption import PreemptionNotice
+from trainer.termination import write_termination_message
 
 EXIT_CONFIG = EXIT_CONFIG_ERROR
 
@@ -37,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return Trainer(config, notice=notice).run().exit_code
     except ConfigError as exc:
         print(f"trainer: configuration error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        write_termination_message(f"configuration error: {exc}")
+        return EXIT_CONFIG_ERROR
 
 
 if __name__ == "__main__":

@@ -9,9 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpujobs.resources import JobStatus
+from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT
 from worker.launchers.base import Observation, ObservedState
 
 S = JobStatus
+# The job cannot run as specified: a retry would fail the same way and be billed again. 2 is
+# what Python and argparse exit with on a bad command line; 78 is the trainer's EX_CONFIG.
+CONFIG_ERROR_EXIT_CODES = frozenset({2, EXIT_CONFIG_ERROR})
+# The trainer got a stop signal it did not ask for and exited on purpose (a node drained, a
+# notice the launcher did not record): capacity went away, so it is a preemption, not a failure.
+PREEMPTED_EXIT_CODES = frozenset({EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT})
+CONFIG_ERROR = "config_error"
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,8 @@ def outcome(
         )
     if state == ObservedState.SUCCEEDED:
         return Outcome("succeeded", (*via_running, S.SUCCEEDED), "trainer finished", started=True)
+    if state == ObservedState.FAILED and code in PREEMPTED_EXIT_CODES and stop_reason is None:
+        state = ObservedState.PREEMPTED
     if state == ObservedState.PREEMPTED:
         return Outcome(
             "preempted",
@@ -64,8 +74,19 @@ def outcome(
         )
     if state == ObservedState.CANCELLED and stop_reason == "cancel":
         return Outcome("cancelled", (S.CANCELLED,), "cancelled", started=True)
+    if state == ObservedState.FAILED and code in CONFIG_ERROR_EXIT_CODES:
+        detail = f": {observation.message}" if observation.message else ""
+        return Outcome(
+            CONFIG_ERROR,
+            (*via_running, S.FAILED),
+            f"the job cannot run as specified (exit code {code}), not retried{detail}",
+            failure=True,
+            started=True,
+        )
     # FAILED, LOST, or stopped by someone else: a failure, retried while restarts remain.
     what = f"exit code {code}" if code is not None else (observation.message or state.value)
+    if code is not None and observation.message:
+        what += f": {observation.message}"
     if restarts < max_restarts:
         return Outcome(
             "failed" if state == ObservedState.FAILED else "lost",

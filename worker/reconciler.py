@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from api import metrics
 from api.catalog.repository import mark_outage
-from api.database import transaction
+from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
 from api.money import cost_microusd
@@ -32,7 +32,7 @@ CANCELLED = Outcome("cancelled", (JobStatus.CANCELLED,), "cancelled", started=Tr
 
 def reconcile_once(cp: ControlPlane) -> int:
     """Returns how many attempts changed."""
-    with cp.factory() as session:
+    with read_session(cp.factory) as session:
         rows = [(attempt.id, job.status) for job, attempt in repo.open_attempts(session)]
     changed = 0
     for attempt_id, job_status in rows:
@@ -44,7 +44,7 @@ def reconcile_once(cp: ControlPlane) -> int:
 
 
 def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> int:
-    with cp.factory() as session:
+    with read_session(cp.factory) as session:
         attempt = session.get(JobAttempt, attempt_id)
         if attempt is None or attempt.ended_at is not None:
             return 0
@@ -61,9 +61,19 @@ def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> 
     return _apply(cp, attempt_id=attempt_id, observation=cp.launcher.status(handle))
 
 
+# What the launcher may still report while a stopped attempt's processes or pods live on.
+STILL_THERE = frozenset({ObservedState.RUNNING, ObservedState.PENDING})
+
+
 def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
+    """Stop the attempt, and close it only once the launcher reports it gone: until then it
+    holds capacity and stays on the ledger. The stop (and its escalation) is the launcher's to
+    persist, so a pass after a crash picks it up where it was; asking again is harmless."""
     if handle is not None:
         stop_attempt(cp, handle=handle)
+        if cp.launcher.status(handle).state in STILL_THERE:
+            _mark_stopping(cp, attempt_id=attempt_id)
+            return 0
     with transaction(cp.factory) as session:
         attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
         if attempt is None or attempt.ended_at is not None:
@@ -75,6 +85,13 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
         # Spot hours survived until the cancel still count for the zone's preemption rate.
         _observe_capacity(session, cp=cp, attempt=attempt, result=CANCELLED, now=now)
     return 1
+
+
+def _mark_stopping(cp: ControlPlane, *, attempt_id: str) -> None:
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is not None and attempt.ended_at is None and attempt.stop_reason is None:
+            attempt.stop_reason = "cancel"
 
 
 def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> int:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from api import metrics
 from api.catalog.repository import no_capacity
-from api.database import transaction
+from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import JobAttempt, new_id
 from api.placement import decide
@@ -69,7 +69,7 @@ def schedule_once(cp: ControlPlane) -> ScheduleResult:
 def _decide_and_apply(
     cp: ControlPlane, *, ids: list[str], token: str, now: datetime, result: ScheduleResult
 ) -> None:
-    with cp.factory() as session:
+    with read_session(cp.factory) as session:
         pending = []
         for job in repo.jobs_by_ids(session, ids=ids):
             try:

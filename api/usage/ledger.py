@@ -13,6 +13,9 @@ the preemption. With the step counters (`resume_from_step`, `end_step`, `steps_l
 `steps_lost / steps run x run time`; with only `checkpoint_every_seconds` it is one checkpoint
 interval (the most a preemption can lose, so waste is never understated); with neither, zero.
 It is attributed to the period and group of the preemption itself.
+
+Wasted work: an attempt that ended `config_error` (the job could not run as specified) ran for
+nothing; all of its time and cost are reported as wasted, slice by slice like its cost.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from api.money import (
 from gpujobs.usage import UsageGroup, UsageGroupBy
 
 PREEMPTED = "preempted"
+CONFIG_ERROR = "config_error"  # worker.outcomes.CONFIG_ERROR: api cannot import worker
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,8 @@ class _Totals:
     preemptions: int = 0
     lost_gpu_hours: float = 0.0
     lost_cost: int = 0
+    wasted_gpu_hours: float = 0.0
+    wasted_cost: int = 0
     by_capacity: dict[str, int] = field(default_factory=dict)
 
     def result(self, key: str) -> UsageGroup:
@@ -127,6 +133,8 @@ class _Totals:
             preemptions=self.preemptions,
             lost_gpu_hours=round(self.lost_gpu_hours, 6),
             lost_cost_microusd=self.lost_cost,
+            wasted_gpu_hours=round(self.wasted_gpu_hours, 6),
+            wasted_cost_microusd=self.wasted_cost,
             cost_microusd_by_capacity_type=dict(sorted(self.by_capacity.items())),
         )
 
@@ -189,6 +197,9 @@ def aggregate(
                 totals.on_demand += run.on_demand_cost_to(b) - run.on_demand_cost_to(a)
                 capacity = row.capacity_type
                 totals.by_capacity[capacity] = totals.by_capacity.get(capacity, 0) + cost
+                if row.end_reason == CONFIG_ERROR:
+                    totals.wasted_gpu_hours += run.gpu_hours(a, b)
+                    totals.wasted_cost += cost
         if _preempted_in(row, start, end):
             _add_lost_work(run, start=start, into=bucket(row, run.end))
     ordered = sorted(groups.items(), key=_order(group_by))

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import exc as sa_exc
 
 from tests.conftest import Nudges, job_body
 
@@ -198,3 +201,22 @@ def test_malformed_and_nul_ids_are_not_found(client: TestClient, auth: dict[str,
     nul_cursor = "MDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAA"  # 35 zeros + NUL: 36 chars
     response = client.get("/v1/jobs", params={"cursor": nul_cursor}, headers=auth)
     assert response.status_code == 422
+
+
+def test_a_locked_or_unreachable_database_is_503_with_retry_after(app: FastAPI) -> None:
+    @app.get("/test-locked")
+    def locked() -> None:
+        raise sa_exc.OperationalError(
+            "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
+        )
+
+    @app.get("/test-pool")
+    def pool() -> None:
+        raise sa_exc.TimeoutError("QueuePool limit of size 10 overflow 20 reached")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for path in ("/test-locked", "/test-pool"):
+            response = client.get(path)
+            assert response.status_code == 503
+            assert response.headers["Retry-After"] == "1"
+            assert response.json()["error"]["code"] == "unavailable"

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gpujobs.runtime import ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, EXIT_CONFIG_ERROR
+from gpujobs.runtime import (
+    ENV_RUN_CONFIG,
+    ENV_RUN_CONFIG_JSON,
+    ENV_TERMINATION_LOG,
+    EXIT_CONFIG_ERROR,
+)
 from tests.trainer.trainer_runs import REPO, run_config
 from trainer.config import (
     DEFAULT_EVERY_STEPS,
@@ -70,16 +76,23 @@ def test_checkpoint_interval_resolution() -> None:
     assert checkpoint_interval(auto) == CheckpointInterval(DEFAULT_EVERY_STEPS, None)
 
 
-def test_entrypoint_exits_78_with_a_readable_message(tmp_path: Path) -> None:
+def test_entrypoint_exits_78_with_a_readable_message_in_its_termination_log(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(run_config("/c", steps=0)))
+    termination_log = tmp_path / "termination-log"
     done = subprocess.run(
         [sys.executable, "-m", "trainer", "--config", str(path)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, ENV_TERMINATION_LOG: str(termination_log)},
     )
     assert done.returncode == EXIT_CONFIG_ERROR  # EX_CONFIG: retrying cannot help
     assert "trainer.steps: Input should be greater than or equal to 1" in done.stderr
     assert "Traceback" not in done.stderr
+    message = termination_log.read_text()
+    assert message.startswith("configuration error:")
+    assert "trainer.steps: Input should be greater than or equal to 1" in message

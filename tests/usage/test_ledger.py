@@ -126,3 +126,30 @@ def test_groups_are_ordered_by_cost_and_days_by_date() -> None:
     assert [g.key for g in by_job] == ["dear", "cheap"]
     by_day, _ = aggregate(rows, start=T0, end=now, now=now, group_by=UsageGroupBy.DAY)
     assert [g.key for g in by_day] == ["2025-06-10", "2025-06-11"]
+
+
+def test_an_attempt_ended_by_a_configuration_error_is_wasted_in_full() -> None:
+    wasted = row(end_reason="config_error", gpu_count=2, ended_at=T0 + H / 2, cost_microusd=500_000)
+    useful = row(job_id="k", end_reason="succeeded", started_at=T0 + H, ended_at=T0 + 2 * H)
+    groups, result = aggregate(
+        [wasted, useful],
+        start=T0 - 24 * H,
+        end=T0 + 48 * H,
+        now=T0 + 3 * H,
+        group_by=UsageGroupBy.JOB,
+    )
+    assert result.wasted_gpu_hours == 1.0  # 2 GPUs x half an hour
+    assert result.wasted_cost_microusd == 500_000
+    assert result.cost_microusd == 500_000 + 1_000_000  # wasted time is still billed
+    by_job = {group.key: group for group in groups}
+    assert by_job["j"].wasted_cost_microusd == 500_000
+    assert by_job["k"].wasted_cost_microusd == 0
+    # Sliced by day, the wasted parts add up to the whole.
+    days, _ = aggregate(
+        [row(end_reason="config_error", started_at=T0 - H, ended_at=T0 + H)],
+        start=T0 - 24 * H,
+        end=T0 + 48 * H,
+        now=T0 + 3 * H,
+        group_by=UsageGroupBy.DAY,
+    )
+    assert [d.wasted_cost_microusd for d in days] == [1_000_000, 1_000_000]

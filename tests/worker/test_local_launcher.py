@@ -222,6 +222,7 @@ def test_a_failing_trainer_is_failed_with_its_exit_code(
 
     assert observed.state == ObservedState.FAILED
     assert observed.exit_code == EXIT_CONFIG_ERROR  # a configuration the user must fix
+    assert observed.message is not None and "nonexistent" in observed.message
     assert "nonexistent" in log_text(launcher, handle)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from api.jobs.lifecycle import can_switch
 from gpujobs.resources import JobStatus
+from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT
 from worker.launchers.base import Observation, ObservedState
 from worker.outcomes import Outcome, outcome
 
@@ -98,13 +99,40 @@ def test_failure_with_restarts_left_goes_back_to_pending_and_spends_one(
 
 @pytest.mark.parametrize("job", [S.SCHEDULED, S.RUNNING])
 def test_failure_without_restarts_left_fails_the_job(job: JobStatus) -> None:
-    result = run(Obs.FAILED, job=job, code=2, restarts=3, max_restarts=3)
+    result = run(Obs.FAILED, job=job, code=1, restarts=3, max_restarts=3)
     assert result.end_reason == "failed"
     assert result.path[-1] == S.FAILED
     assert S.PENDING not in result.path
     assert legal(job, result.path)
     assert result.failure
-    assert "exit code 2" in result.reason and "no restarts left" in result.reason
+    assert "exit code 1" in result.reason and "no restarts left" in result.reason
+
+
+@pytest.mark.parametrize("job", [S.SCHEDULED, S.RUNNING])
+@pytest.mark.parametrize("code", [2, EXIT_CONFIG_ERROR])
+def test_a_configuration_error_fails_the_job_at_once_with_the_trainers_message(
+    job: JobStatus, code: int
+) -> None:
+    message = "configuration error: workload 'nope.mod:build': cannot import nope.mod"
+    result = run(Obs.FAILED, job=job, code=code, restarts=0, max_restarts=3, message=message)
+    assert result.end_reason == "config_error"
+    assert result.path[-1] == S.FAILED and S.PENDING not in result.path
+    assert legal(job, result.path)
+    assert message in result.reason
+    assert result.started  # the minutes it ran are billed (and reported as wasted)
+
+
+def test_a_failure_carries_the_trainers_last_lines() -> None:
+    result = run(Obs.FAILED, code=1, message="RuntimeError: CUDA error: out of memory")
+    assert S.PENDING in result.path
+    assert "exit code 1: RuntimeError: CUDA error: out of memory" in result.reason
+
+
+@pytest.mark.parametrize("code", [EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT])
+def test_a_trainer_that_exits_as_preempted_is_a_preemption_not_a_restart(code: int) -> None:
+    result = run(Obs.FAILED, code=code, restarts=3, max_restarts=3)
+    assert result.preempted and not result.failure
+    assert result.path[-1] == S.PENDING  # resumes though no restarts are left
 
 
 def test_no_restarts_allowed_fails_at_the_first_failure() -> None:

@@ -14,6 +14,7 @@ from api.auth import Principal
 from api.database import transaction
 from api.jobs import service as jobs
 from api.models import ApiToken, CapacityOutage, JobAttempt, SpotObservation
+from api.money import cost_microusd
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType
@@ -267,6 +268,36 @@ def test_failure_with_restarts_left_retries(world: World) -> None:
     assert all(t.revoked_at is not None for t in job_tokens(world, job_id))
 
 
+def test_a_configuration_error_fails_the_job_at_once_with_the_trainers_message(
+    world: World,
+) -> None:
+    job_id, attempt_id = world.place(max_restarts=3)
+    world.launcher.script(attempt_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    world.clock.advance(90)
+    message = "configuration error: workload 'nope.mod:build': cannot import nope.mod"
+    world.launcher.script(attempt_id, ObservedState.FAILED, exit_code=78, message=message)
+
+    reconcile_once(world.cp)
+
+    closed = the_attempt(world, attempt_id)
+    assert closed.end_reason == "config_error"
+    assert closed.exit_code == 78
+    assert closed.ended_at == world.clock.now and closed.started_at is not None
+    assert closed.cost_microusd == cost_microusd(
+        price_per_hour=closed.price_per_hour,
+        started_at=closed.started_at,
+        ended_at=closed.ended_at,
+    )
+    assert closed.cost_microusd > 0  # the minutes it ran are billed, and wasted
+    failed = job(world.factory, job_id)
+    assert failed.status == S.FAILED.value
+    assert failed.restarts == 0
+    assert message in (failed.status_reason or "")
+    assert schedule_once(world.cp).placed == []  # no retry
+    assert len(attempts(world.factory, job_id)) == 1
+
+
 def test_cancel_stops_the_attempt_through_the_launcher(world: World) -> None:
     job_id, attempt_id = world.place()
     world.launcher.script(attempt_id, ObservedState.RUNNING)
@@ -275,21 +306,31 @@ def test_cancel_stops_the_attempt_through_the_launcher(world: World) -> None:
     with transaction(world.factory) as session:
         jobs.cancel(session, principal=world.who, job_id=job_id)
 
+    # The stop is sent; the attempt stays open (and billed) while its processes still run.
+    assert reconcile_once(world.cp) == 0
+    assert world.launcher.cancels == [handle_of(attempt_id)]
+    stopping = the_attempt(world, attempt_id)
+    assert stopping.ended_at is None and stopping.stop_reason == "cancel"
+    assert job(world.factory, job_id).status == S.CANCELLED.value
+    world.clock.advance(30)
+    world.launcher.script(attempt_id, ObservedState.CANCELLED, exit_code=75)
+
     assert reconcile_once(world.cp) == 1
 
-    assert world.launcher.cancels == [handle_of(attempt_id)]
     closed = the_attempt(world, attempt_id)
     assert closed.end_reason == "cancelled"
     assert closed.stop_reason == "cancel"
-    assert closed.ended_at == world.clock.now
-    assert closed.cost_microusd == round(closed.price_per_hour * 60 / 3600 * 1_000_000)
-    assert job(world.factory, job_id).status == S.CANCELLED.value
+    assert closed.ended_at == world.clock.now  # when the launcher saw it gone
+    assert closed.started_at == world.clock.now - timedelta(seconds=90)
+    assert closed.cost_microusd == cost_microusd(
+        price_per_hour=closed.price_per_hour, started_at=closed.started_at, ended_at=closed.ended_at
+    )
     assert world.statuses(job_id)[-1] == "CANCELLED"
     assert all(t.revoked_at is not None for t in job_tokens(world, job_id))
     # Closed: later passes neither stop it again nor touch the ledger.
-    world.launcher.script(attempt_id, ObservedState.CANCELLED, exit_code=75)
+    cancels = len(world.launcher.cancels)
     assert reconcile_once(world.cp) == 0
-    assert world.launcher.cancels == [handle_of(attempt_id)]
+    assert len(world.launcher.cancels) == cancels
 
 
 def test_an_attempt_the_launcher_never_got_is_launched_once(world: World) -> None:

@@ -16,17 +16,24 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG
+from gpujobs.runtime import (
+    ENV_JOB_TOKEN,
+    ENV_RUN_CONFIG,
+    ENV_TERMINATION_LOG,
+    EXIT_CONFIG_ERROR,
+    TERMINATION_MESSAGE_MAX_BYTES,
+)
 from gpujobs.spec import CapacityType
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.spot_market import SpotMarket
 
 PREFIX = "local:"
+TERMINATION_LOG = "termination-log"
+STOP_DEADLINE = "stop_deadline"  # wall-clock time after which a stop escalates to SIGKILL
 LAUNCH_GRACE_S = 60.0  # longest a launch may hold the lock without having written the pid
 
 
@@ -76,7 +83,12 @@ class LocalLauncher:
         _write(config, request.run_config.model_dump_json(indent=2))
         env = {**os.environ, **request.env}
         env.update(
-            {ENV_RUN_CONFIG: str(config), ENV_JOB_TOKEN: request.job_token, "PYTHONUNBUFFERED": "1"}
+            {
+                ENV_RUN_CONFIG: str(config),
+                ENV_JOB_TOKEN: request.job_token,
+                ENV_TERMINATION_LOG: str(directory / TERMINATION_LOG),
+                "PYTHONUNBUFFERED": "1",
+            }
         )
         command = [
             self.python, "-m", "worker.launchers.supervise", str(directory / "exit_code"), "--",
@@ -113,10 +125,16 @@ class LocalLauncher:
         code = _read_int(directory / "exit_code")
         stop = _read(directory / "stop")
         noticed = (directory / "notice").exists()
-        alive = code is None and self._alive(directory)
-        if alive:
+        if code is None and self._alive(directory):
             self._deliver_market(directory)
+            self._enforce_stop(directory)
             return Observation(ObservedState.RUNNING)
+        if self._processes(directory):
+            # The supervisor is done but some of the attempt's processes are not (a rank in a
+            # session of its own): the attempt is not over, and stays billed, until they are.
+            if code is not None or (directory / STOP_DEADLINE).exists():
+                self._kill_stragglers(directory)
+            return Observation(ObservedState.RUNNING, message="waiting for processes to exit")
         if code == 0:  # finished before a stop took effect: the work is done either way
             return Observation(ObservedState.SUCCEEDED, exit_code=0)
         if stop == "cancel":
@@ -127,7 +145,16 @@ class LocalLauncher:
             )
         if code is None:
             return Observation(ObservedState.LOST, message="the process group disappeared")
-        return Observation(ObservedState.FAILED, exit_code=code)
+        reported = _read(directory / TERMINATION_LOG)
+        if reported is not None:
+            # The trainer said why it cannot run. Under torchrun the failed rank's 78 reaches us
+            # as torchrun's own 1: the rank's message is what tells the kind of failure.
+            return Observation(
+                ObservedState.FAILED, exit_code=EXIT_CONFIG_ERROR, message=reported.strip()
+            )
+        return Observation(
+            ObservedState.FAILED, exit_code=code, message=_last_lines(directory / "trainer.log")
+        )
 
     def cancel(self, handle: str) -> None:
         directory = self._dir(handle)
@@ -135,7 +162,11 @@ class LocalLauncher:
             return
         if _read(directory / "stop") is None:
             _write(directory / "stop", "cancel")
-        self._stop(directory)
+        if not (directory / STOP_DEADLINE).exists():
+            # On disk, so a worker that restarts after a crash still escalates on time.
+            _write(directory / STOP_DEADLINE, repr(self.clock() + self.notice_s))
+        self._signal(directory, signal.SIGTERM)
+        self._enforce_stop(directory)
 
     def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]:
         directory = self._dir(handle)
@@ -205,25 +236,45 @@ class LocalLauncher:
         elif self.clock() - float(notice) > self.notice_s:
             self._signal(directory, signal.SIGKILL)
 
-    def _stop(self, directory: Path) -> None:
-        self._signal(directory, signal.SIGTERM)
-
-        def escalate() -> None:
-            deadline = time.monotonic() + self.notice_s
-            while time.monotonic() < deadline:
-                if not self._alive(directory):
-                    return
-                time.sleep(0.2)
+    def _enforce_stop(self, directory: Path) -> None:
+        """A stop's escalation: SIGKILL once its persisted deadline has passed. Any worker
+        process does it, on any status() or cancel() after the deadline, so it survives the
+        death of the one that sent the SIGTERM."""
+        deadline = _read(directory / STOP_DEADLINE)
+        if deadline is not None and self.clock() >= float(deadline):
             self._signal(directory, signal.SIGKILL)
 
-        threading.Thread(target=escalate, daemon=True, name="gpujobs-stop").start()
+    def _kill_stragglers(self, directory: Path) -> None:
+        for pid in self._processes(directory):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _processes(self, directory: Path) -> list[int]:
+        """Every live process of the attempt, wherever it is in the process tree: they all
+        start in the attempt's directory with its run config in their environment, and keep
+        both when they leave the group (torchrun's ranks) or are orphaned."""
+        run_config = f"{ENV_RUN_CONFIG}={directory / 'run_config.json'}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                in_directory = os.readlink(entry / "cwd") == str(directory)
+                if not in_directory and run_config not in (entry / "environ").read_bytes():
+                    continue
+            except OSError:
+                continue  # gone meanwhile, or not ours to read
+            if _start_time(int(entry.name)) is not None:  # zombies have exited
+                found.append(int(entry.name))
+        return found
 
     def _signal(self, directory: Path, sig: signal.Signals) -> None:
         pid_file = _read(directory / "pid")
-        if pid_file is None or not self._alive(directory):
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(json.loads(pid_file)["pid"], sig)
+        if pid_file is not None and self._alive(directory):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(json.loads(pid_file)["pid"], sig)
+        if sig == signal.SIGKILL:
+            self._kill_stragglers(directory)
 
 
 def _start_time(pid: int) -> str | None:
@@ -255,6 +306,19 @@ def _read(path: Path) -> str | None:
         return path.read_text()
     except FileNotFoundError:
         return None
+
+
+def _last_lines(path: Path, lines: int = 3) -> str | None:
+    """The end of a failed trainer's output: usually the error that ended it."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - TERMINATION_MESSAGE_MAX_BYTES))
+            tail = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    kept = [line.rstrip() for line in tail.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept) or None
 
 
 def _read_int(path: Path) -> int | None:
