@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,7 +17,9 @@ from api.settings import Settings
 def make_engine(settings: Settings) -> Engine:
     url = settings.sqlalchemy_url()
     if url.startswith("sqlite"):
-        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.make_home()
+        if not settings.database_url:
+            _private_sqlite_files(settings.home / "gpujobs.db")
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin_immediate)
@@ -25,6 +30,15 @@ def make_engine(settings: Settings) -> Engine:
         max_overflow=settings.database_max_overflow,
         pool_pre_ping=True,
     )
+
+
+def _private_sqlite_files(path: Path) -> None:
+    """Only the server's user may read the database: SQLite gives its -wal and -shm files the
+    database file's mode, so creating that one private covers all three."""
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            file.chmod(0o600)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

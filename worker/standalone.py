@@ -51,15 +51,18 @@ def _credentials_work(session, settings: Settings) -> bool:  # type: ignore[no-u
 
 
 def write_credentials(path: Path, *, url: str, token: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"url": url, "token": token}, indent=2) + "\n")
-    os.chmod(path, 0o600)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Private from the first byte: created 0600, and an older file made private before writing.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(json.dumps({"url": url, "token": token}, indent=2) + "\n")
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = Settings()
-    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.make_home()
     engine = make_engine(settings)
     upgrade_to_head(engine)
     factory = make_session_factory(engine)
