@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,15 +69,16 @@ def identity_for_job(registry: Path, *, job_id: str, uids: UidRange) -> Identity
 
 
 def _claim(claim: Path, job_id: str) -> bool:
-    tmp = claim.with_name(f".{claim.name}.{os.getpid()}")
-    tmp.write_text(job_id)
+    fd, tmp = tempfile.mkstemp(dir=claim.parent, prefix=".claim-")
     try:
+        with os.fdopen(fd, "w") as file:
+            file.write(job_id)
         os.link(tmp, claim)  # atomic, and fails if another job got there first
     except FileExistsError:
         return False
     finally:
         with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+            os.unlink(tmp)
     return True
 
 
