@@ -181,7 +181,8 @@ def finished(launcher: LocalLauncher, handle: str) -> Observation:
             None if observed.state in (ObservedState.RUNNING, ObservedState.PENDING) else observed
         )
 
-    return wait_for(done, f"{handle} to finish: {''.join(launcher.logs(handle))}")  # type: ignore[no-any-return]
+    found: Observation = wait_for(done, f"{handle} to finish")
+    return found
 
 
 def children(pid: int) -> list[int]:
