@@ -17,6 +17,8 @@ from worker.launchers.environment import (
     user_key_allowed,
 )
 from worker.launchers.identity import UidRange, UidsExhausted, identity_for_job
+from worker.launchers.kubernetes.config import KubernetesLauncherConfig
+from worker.launchers.kubernetes.manifests import build_manifests
 
 SERVER = {
     "GPUJOBS_ADMIN_TOKEN": "admin-secret",
@@ -241,3 +243,18 @@ def test_a_uid_range_that_could_reach_root_or_system_users_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match="trainer uid range"):
         UidRange(first=first, count=count)
+
+
+def test_a_trainer_pod_gets_the_same_allowlist_and_its_token_only_from_the_secret() -> None:
+    hostile = {"WANDB_MODE": "offline", "LD_PRELOAD": "/tmp/evil.so", "PYTHONPATH": "/tmp/evil",
+               "AWS_SECRET_ACCESS_KEY": "forged", "GPUJOBS_JOB_TOKEN": "forged"}  # fmt: skip
+    manifests = build_manifests(request(hostile), KubernetesLauncherConfig(namespace="ml"))
+
+    container = manifests.job.spec.template.spec.containers[0]
+    env = {var.name: var for var in container.env}
+
+    assert env["WANDB_MODE"].value == "offline"
+    assert not {"LD_PRELOAD", "PYTHONPATH", "AWS_SECRET_ACCESS_KEY"} & set(env)
+    assert env[ENV_JOB_TOKEN].value is None
+    assert env[ENV_JOB_TOKEN].value_from.secret_key_ref.name == manifests.secret.metadata.name
+    assert "gpj_job-token" not in str(container.to_dict())
