@@ -9,6 +9,7 @@ as root, a trainer is the server's user and only its environment is contained (d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import pytest
 from api.database import make_engine
 from api.migrate import upgrade_to_head
 from api.settings import Settings
-from gpujobs.runtime import RunConfig
+from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from tests.worker.confinement import open_directory, trainer_python
 from worker.control import make_launcher
@@ -318,3 +319,25 @@ def test_server_state_is_private_where_the_server_creates_it(server: Server) -> 
             assert file.stat().st_mode & 0o777 == 0o600
     assert server.settings.credentials_file.stat().st_mode & 0o777 == 0o600
     assert server.settings.credentials_file.parent.stat().st_mode & 0o777 == 0o700
+
+
+@needs_root
+def test_a_directory_the_jobs_uid_cannot_reach_fails_the_attempt_at_once_saying_which(
+    server: Server,
+) -> None:
+    hidden = server.base / "private"
+    hidden.mkdir(mode=0o700)
+    request = launch_request(
+        server, job_id="job-hidden", attempt_id="att-hidden", team="team-a", workload="gpt", steps=1
+    )
+    config = request.run_config.model_copy(update={"checkpoint_uri": str(hidden / "job-hidden")})
+    request = dataclasses.replace(request, run_config=config)
+
+    handle = server.launcher.launch(request)
+    observed = finished(server.launcher, handle)
+
+    assert observed == Observation(ObservedState.FAILED, exit_code=EXIT_CONFIG_ERROR)
+    log = "".join(server.launcher.logs(handle))
+    assert f"cannot write {hidden / 'job-hidden'}" in log
+    assert "docs/security.md" in log
+    assert '"event": "start"' not in log  # refused before the trainer ran

@@ -24,6 +24,11 @@ import sys
 from pathlib import Path
 
 EX_CONFIG = 78  # gpujobs.runtime.EXIT_CONFIG_ERROR; the supervisor imports nothing of ours
+HINT = (
+    "Trainers run as an unprivileged uid: every directory above the interpreter "
+    "(GPUJOBS_TRAINER_PYTHON), GPUJOBS_HOME and the checkpoint root must let other users pass "
+    "(o+x); see docs/security.md"
+)
 
 
 def main(argv: list[str]) -> int:
@@ -53,11 +58,11 @@ def _run(command: list[str], *, uid: int | None, gid: int | None, writable: list
     def prepare() -> None:
         # Ignored dispositions are inherited across exec: give the command the default back.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for directory in writable:
-            if not os.access(directory, os.W_OK | os.X_OK):
-                who = f"uid {os.getuid()}"
-                os.write(2, f"gpujobs: the trainer ({who}) cannot write {directory}\n".encode())
-                raise PermissionError(directory)
+        needs = [(command[0], os.X_OK, "run"), *((d, os.W_OK | os.X_OK, "write") for d in writable)]
+        for path, mode, verb in needs:
+            if not os.access(path, mode):
+                os.write(2, f"gpujobs: uid {os.getuid()} cannot {verb} {path}. {HINT}\n".encode())
+                raise PermissionError(path)
 
     try:
         if uid is None or gid is None:
@@ -66,13 +71,10 @@ def _run(command: list[str], *, uid: int | None, gid: int | None, writable: list
             child = subprocess.Popen(
                 command, preexec_fn=prepare, user=uid, group=gid, extra_groups=[], umask=0o077
             )
-    except (OSError, subprocess.SubprocessError) as exc:
-        print(
-            f"gpujobs: cannot start {command[0]} as uid {uid if uid is not None else os.getuid()}:"
-            f" {exc}. Every directory above the interpreter, the working directory and the"
-            " checkpoint directory must be searchable by that user.",
-            file=sys.stderr,
-        )
+    except subprocess.SubprocessError:  # prepare() refused, and said why
+        return EX_CONFIG
+    except OSError as exc:
+        print(f"gpujobs: cannot start {command[0]}: {exc}. {HINT}", file=sys.stderr)
         return EX_CONFIG
     return child.wait()
 
