@@ -46,7 +46,17 @@ PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "PYTORCH_")
 USER_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
 # ...that neither changes how the process loads code (the dynamic loader, Python, the shell,
 # plugins NCCL loads) nor reaches the platform's or a cloud's credentials.
-REFUSED_USER_PREFIXES = ("LD_", "PYTHON", "GPUJOBS_", "AWS_", "GOOGLE_", "AZURE_", "NCCL_NET_")
+REFUSED_USER_PREFIXES = (
+    "LD_",
+    "PYTHON",
+    "GPUJOBS_",
+    "AWS_",
+    "GOOGLE_",
+    "AZURE_",
+    "NCCL_NET_",
+    "MALLOC_",
+    "OPENSSL_",
+)
 REFUSED_USER_NAMES = frozenset(
     {
         "PATH",
@@ -59,6 +69,10 @@ REFUSED_USER_NAMES = frozenset(
         "ENV",
         "IFS",
         "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "LOCALDOMAIN",
+        "RES_OPTIONS",
+        "TZDIR",
         "NLSPATH",
         "LOCPATH",
         "HOSTALIASES",

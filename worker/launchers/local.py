@@ -125,9 +125,11 @@ class LocalLauncher:
         )
         writable = [work, *self._prepare_checkpoints(request, identity)]
         confine = [] if identity is None else [f"--uid={identity.uid}", f"--gid={identity.gid}"]
+        # The supervisor may stay root: -I keeps the trainer's PYTHON* variables and any
+        # directory the job can write off its import path.
         command = [
-            self.python, "-m", "worker.launchers.supervise", str(directory / "exit_code"),
-            *confine, *(f"--writable={path}" for path in writable), "--",
+            self.python, "-I", "-m", "worker.launchers.supervise", str(directory / "exit_code"),
+            *confine, f"--workdir={work}", *(f"--writable={path}" for path in writable), "--",
             *self._trainer_command(request),
         ]  # fmt: skip
         log_path = directory / "trainer.log"
@@ -138,7 +140,7 @@ class LocalLauncher:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                cwd=work,
+                cwd=directory,
                 env=env,
                 start_new_session=True,
             )
@@ -231,7 +233,7 @@ class LocalLauncher:
         work = directory / "work"
         work.mkdir(mode=0o700, exist_ok=True)
         if identity is not None:
-            os.chown(directory, 0, identity.gid)
+            os.chown(directory, os.geteuid(), identity.gid)
             os.chmod(directory, 0o750)
             os.chown(work, identity.uid, identity.gid)
         return work
@@ -326,7 +328,7 @@ def _share(path: Path, identity: Identity | None) -> None:
     if identity is None:
         os.chmod(path, 0o600)
         return
-    os.chown(path, 0, identity.gid)
+    os.chown(path, os.geteuid(), identity.gid)
     os.chmod(path, 0o640)
 
 

@@ -1,6 +1,6 @@
 """Run a command and record its exit status in a file, surviving the launcher's own death.
 
-The local launcher starts `python -m worker.launchers.supervise EXIT_FILE [OPTIONS] -- CMD...`
+The local launcher starts `python -I -m worker.launchers.supervise EXIT_FILE [OPTIONS] -- CMD...`
 in a new process group. Signals for the group (the preemption notice, a cancel) reach the command
 directly; the supervisor ignores SIGTERM so that it outlives the command and can write its exit
 status, which the launcher reads even after a restart.
@@ -33,28 +33,45 @@ HINT = (
 
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: supervise EXIT_FILE [--uid N --gid N] [--writable DIR]... -- COMMAND...",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "usage: supervise EXIT_FILE [--uid N --gid N] [--workdir DIR] [--writable DIR]... "
+            "-- COMMAND...",
+            file=sys.stderr,
+        )
         return 2
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="supervise")
     parser.add_argument("exit_file", type=Path)
     parser.add_argument("--uid", type=int)
     parser.add_argument("--gid", type=int)
+    parser.add_argument("--workdir", help="the command's working directory")
     parser.add_argument("--writable", action="append", default=[])
     options = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
     if not command or (options.uid is None) != (options.gid is None):
         parser.error("a command, and --uid with --gid or neither")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    code = _run(command, uid=options.uid, gid=options.gid, writable=options.writable)
+    code = _run(
+        command,
+        uid=options.uid,
+        gid=options.gid,
+        workdir=options.workdir,
+        writable=options.writable,
+    )
     tmp = options.exit_file.with_suffix(".tmp")
     tmp.write_text(str(code))
     os.replace(tmp, options.exit_file)
     return 0
 
 
-def _run(command: list[str], *, uid: int | None, gid: int | None, writable: list[str]) -> int:
+def _run(
+    command: list[str],
+    *,
+    uid: int | None,
+    gid: int | None,
+    workdir: str | None,
+    writable: list[str],
+) -> int:
     def prepare() -> None:
         # Ignored dispositions are inherited across exec: give the command the default back.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -66,10 +83,16 @@ def _run(command: list[str], *, uid: int | None, gid: int | None, writable: list
 
     try:
         if uid is None or gid is None:
-            child = subprocess.Popen(command, preexec_fn=prepare)
+            child = subprocess.Popen(command, cwd=workdir, preexec_fn=prepare)
         else:
             child = subprocess.Popen(
-                command, preexec_fn=prepare, user=uid, group=gid, extra_groups=[], umask=0o077
+                command,
+                cwd=workdir,
+                preexec_fn=prepare,
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                umask=0o077,
             )
     except subprocess.SubprocessError:  # prepare() refused, and said why
         return EX_CONFIG
