@@ -243,6 +243,7 @@ def test_a_hostile_workload_reaches_no_secret_no_server_state_and_no_other_job(
         "other job's log": ["read", str(server.attempt("att-victim") / "trainer.log")],
         "other job's working directory": ["list", str(server.attempt("att-victim") / "work")],
         "other job's trainer, signalled": ["signal", str(victim_trainer)],
+        "other job's environment (its token)": ["read", f"/proc/{victim_trainer}/environ"],
         "own supervisor, signalled": ["signal", str(supervisor)],
         "own exit status, forged": ["write", str(own / "exit_code")],
         # What it must still reach: its own log, checkpoints and run config.
@@ -302,6 +303,7 @@ def test_a_hostile_workload_reaches_no_secret_no_server_state_and_no_other_job(
         assert outcomes["database"] == "PermissionError"
         assert outcomes["server environment"] == "PermissionError"
         assert outcomes["other job's trainer, signalled"] == "PermissionError"
+        assert outcomes["other job's environment (its token)"] == "PermissionError"
     assert not ran.exists(), "PYTHONPATH from the request reached the trainer"
     assert "libevil" not in log
     # The other job never noticed.
