@@ -21,8 +21,8 @@ from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
-from api.openapi import install_openapi, operation_id
 from api.logs.followers import Followers
+from api.openapi import install_openapi, operation_id
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
 from api.teams import endpoints as teams

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -31,7 +34,9 @@ def make_engine(settings: Settings) -> Engine:
         "pool_timeout": settings.database_pool_timeout_s,
     }
     if url.startswith("sqlite"):
-        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.make_home()
+        if not settings.database_url:
+            _private_sqlite_files(settings.home / "gpujobs.db")
         engine = create_engine(
             url,
             poolclass=QueuePool,
@@ -45,6 +50,15 @@ def make_engine(settings: Settings) -> Engine:
         event.listen(engine, "rollback", writer.end)
         return engine
     return create_engine(url, pool_pre_ping=True, **pool)
+
+
+def _private_sqlite_files(path: Path) -> None:
+    """Only the server's user may read the database: SQLite gives its -wal and -shm files the
+    database file's mode, so creating that one private covers all three."""
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            file.chmod(0o600)
 
 
 def _sqlite_pragmas_for(busy_timeout_s: float):  # type: ignore[no-untyped-def]

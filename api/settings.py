@@ -107,6 +107,24 @@ class Settings(BaseSettings):
         60.0, description="Simulated seconds per wall-clock second for the spot market."
     )
     spot_notice_s: float = Field(10.0, description="Preemption notice: SIGTERM, then SIGKILL.")
+    # Local launcher: what contains a trainer (docs/security.md)
+    trainer_python: str = Field(
+        "",
+        description="Interpreter that runs trainers; empty = the server's. Run as root, the "
+        "server starts trainers as unprivileged uids, which must be able to reach it.",
+    )
+    trainer_python_path: str = Field(
+        "", description="PYTHONPATH of trainers: where operator-allowed workload modules live."
+    )
+    trainer_uid_first: int = Field(
+        200_000, description="Run as root, each job's trainers get their own uid from here."
+    )
+    trainer_uid_count: int = Field(100_000, description="How many trainer uids (one per job).")
+    trainer_s3_access_key_id: str = Field(
+        "", description="S3 keys for trainers (never the server's own): scope them to the prefix."
+    )
+    trainer_s3_secret_access_key: str = ""
+    trainer_s3_region: str = ""
     # Kubernetes launcher (worker/launchers/kubernetes; deploy/README.md per cloud)
     k8s_namespace: str = "gpujobs"
     k8s_instance_type_label: str = "node.kubernetes.io/instance-type"
@@ -203,6 +221,14 @@ class Settings(BaseSettings):
         """The module prefixes a job of `team` may run: the deployment's and the team's own."""
         own = self.team_workload_module_prefixes.get(team, [])
         return sorted({*self.workload_module_prefixes, *own})
+
+    def make_home(self) -> Path:
+        """GPUJOBS_HOME: trainers (other uids) may pass through to their own directories in it,
+        never list it; what is secret in it (the SQLite database) is private on its own."""
+        if not self.home.is_dir():
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.home.chmod(0o711)
+        return self.home
 
     def sqlalchemy_url(self) -> str:
         if self.database_url:

@@ -52,12 +52,25 @@ def make_launcher(settings: Settings) -> Launcher:
         from worker.launchers.kubernetes import KubernetesLauncher
 
         return KubernetesLauncher.from_settings(settings)
+    from worker.launchers.environment import S3Credentials
+    from worker.launchers.identity import UidRange
     from worker.launchers.local import LocalLauncher
 
+    s3 = None
+    if settings.trainer_s3_access_key_id:
+        s3 = S3Credentials(
+            access_key_id=settings.trainer_s3_access_key_id,
+            secret_access_key=settings.trainer_s3_secret_access_key,
+            region=settings.trainer_s3_region,
+        )
     return LocalLauncher(
-        root=settings.home / "attempts",
+        root=settings.make_home() / "attempts",
         market=make_market(settings),
         notice_s=settings.spot_notice_s,
+        trainer_python=settings.trainer_python or None,
+        python_path=settings.trainer_python_path,
+        s3=s3,
+        uids=UidRange(first=settings.trainer_uid_first, count=settings.trainer_uid_count),
     )
 
 

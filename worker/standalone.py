@@ -55,6 +55,7 @@ def _credentials_work(session, settings: Settings) -> bool:  # type: ignore[no-u
 
 
 def write_credentials(path: Path, *, url: str, token: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a directory of secrets
     _write_private(path, json.dumps({"url": url, "token": token}, indent=2) + "\n")
 
 
@@ -90,7 +91,7 @@ def ensure_admin_token(settings: Settings) -> Settings:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = Settings()
-    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.make_home()
     engine = make_engine(settings)
     upgrade_to_head(engine)
     factory = make_session_factory(engine)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from api.auth import hash_token
+from tests.worker.confinement import open_directory, trainer_python
 
 
 def _free_port() -> int:
@@ -103,13 +105,17 @@ def test_the_cli_lists_creates_and_revokes_tokens(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
+def standalone():  # type: ignore[no-untyped-def]
+    # Run as root, trainers run as other uids: their interpreter and GPUJOBS_HOME must be
+    # reachable by them, which pytest's tmp_path (0700) is not.
+    tmp_path = open_directory()
     port = _free_port()
     env = _env(
         tmp_path,
         GPUJOBS_PORT=str(port),
         GPUJOBS_SCHEDULE_INTERVAL_S="0.5",
         GPUJOBS_RECONCILE_INTERVAL_S="0.5",
+        GPUJOBS_TRAINER_PYTHON=trainer_python(),
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "worker.standalone"],
@@ -132,6 +138,7 @@ def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
     yield url, tmp_path / "credentials.json"
     process.terminate()
     process.wait(timeout=30)
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def test_the_default_team_is_not_an_admin_and_the_admin_token_is_kept_apart(  # type: ignore[no-untyped-def]

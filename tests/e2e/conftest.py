@@ -1,17 +1,20 @@
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.stack import Stack
 from tests.s3server import S3Server
+from tests.worker.confinement import open_directory
 
 
 @pytest.fixture
-def make_stack(tmp_path: Path, s3_server: S3Server) -> Iterator[Callable[..., Stack]]:
+def make_stack(s3_server: S3Server) -> Iterator[Callable[..., Stack]]:
+    # Run as root, trainers run as other uids, which cannot pass pytest's 0700 tmp_path.
+    tmp_path = open_directory()
     stacks: list[Stack] = []
 
     def make(*, trace: list[int], tick_seconds: float, **kwargs: Any) -> Stack:
@@ -28,3 +31,4 @@ def make_stack(tmp_path: Path, s3_server: S3Server) -> Iterator[Callable[..., St
     yield make
     for stack in stacks:
         stack.stop()
+    shutil.rmtree(tmp_path, ignore_errors=True)

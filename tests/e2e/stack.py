@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import PG_ADMIN_URL, _pg_url
 from tests.s3server import S3Server
+from tests.worker.confinement import trainer_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,6 +130,11 @@ class Stack:
             GPUJOBS_SPOT_TRACE_TIME_SCALE=str(self.time_scale),
             GPUJOBS_SPOT_NOTICE_S="20",
             GPUJOBS_CREDENTIALS_FILE=str(self.tmp / "credentials.json"),
+            # Trainers get S3 keys only as trainer keys, and an interpreter they can run.
+            GPUJOBS_TRAINER_S3_ACCESS_KEY_ID=self.s3.access_key,
+            GPUJOBS_TRAINER_S3_SECRET_ACCESS_KEY=self.s3.secret_key,
+            GPUJOBS_TRAINER_S3_REGION=self.s3.region,
+            GPUJOBS_TRAINER_PYTHON=trainer_python(),
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)

@@ -16,6 +16,7 @@ import pytest
 
 from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
+from tests.worker.confinement import open_directory, trainer_python
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
 from worker.launchers.spot_market import RateMarket, TraceMarket
@@ -147,6 +148,14 @@ def reaped(launcher: LocalLauncher, handle: str, group: int) -> bool:
 
 
 @pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Run as root, trainers run as other uids, which cannot pass pytest's 0700 base directory."""
+    path = open_directory()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def launchers(tmp_path: Path) -> Iterator[list[LocalLauncher]]:
     """Launchers made by a test; whatever they still run is killed at the end."""
     made: list[LocalLauncher] = []
@@ -164,6 +173,7 @@ def launchers(tmp_path: Path) -> Iterator[list[LocalLauncher]]:
 
 
 def make(launchers: list[LocalLauncher], root: Path, **kwargs: Any) -> LocalLauncher:
+    kwargs.setdefault("trainer_python", trainer_python())
     launcher = LocalLauncher(root=root, **kwargs)
     launchers.append(launcher)
     return launcher

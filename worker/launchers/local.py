@@ -5,6 +5,17 @@ notes that explain how it ended (a cancel, a spot preemption notice). Everything
 knows is on disk, so a restarted worker picks up attempts that a dead one started. Spot attempts
 go through a simulated market: the preemption notice is SIGTERM to the group (the trainer
 checkpoints and exits 75), then SIGKILL after the notice period.
+
+A trainer runs a team's code, so it is contained (docs/security.md): its environment is built
+from an allowlist (`environment.trainer_environment`), it works in `<attempt>/work/`, and when
+the server is root it runs as its job's own unprivileged uid (`identity`), which owns only that
+directory and the job's checkpoint directory:
+
+    <root>/                    0711 root          others may pass, not list
+    <root>/.uids/              0700 root          which job owns which uid
+    <root>/<attempt>/          0750 root:<job>    launcher state; the trainer may read, not write
+    <root>/<attempt>/work/     0700 <job>:<job>   the trainer's working directory and HOME
+    <checkpoints>/<job id>/    0700 <job>:<job>   a local checkpoint root's per-job prefix
 """
 
 from __future__ import annotations
@@ -17,11 +28,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from urllib.parse import urlparse
 
 from gpujobs.runtime import (
-    ENV_JOB_TOKEN,
     ENV_RUN_CONFIG,
     ENV_TERMINATION_LOG,
     EXIT_CONFIG_ERROR,
@@ -29,12 +40,23 @@ from gpujobs.runtime import (
 )
 from gpujobs.spec import CapacityType
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
+from worker.launchers.environment import Host, S3Credentials, trainer_environment
+from worker.launchers.identity import (
+    Identity,
+    UidRange,
+    identity_for_job,
+    isolating,
+    own_tree,
+)
 from worker.launchers.spot_market import SpotMarket
 
 PREFIX = "local:"
-TERMINATION_LOG = "termination-log"
+# In the trainer's own directory: it runs as the job's uid and writes nowhere else here.
+TERMINATION_LOG = "work/termination-log"
 STOP_DEADLINE = "stop_deadline"  # wall-clock time after which a stop escalates to SIGKILL
 LAUNCH_GRACE_S = 60.0  # longest a launch may hold the lock without having written the pid
+DEFAULT_UIDS = UidRange(first=200_000, count=100_000)
+UID_REGISTRY = ".uids"  # a name no attempt id can take (see _dir)
 
 
 class LocalLauncher:
@@ -47,12 +69,24 @@ class LocalLauncher:
         market: SpotMarket | None = None,
         notice_s: float = 10.0,
         python: str = sys.executable,
-        clock=time.time,  # type: ignore[no-untyped-def]
+        clock: Callable[[], float] = time.time,
+        trainer_python: str | None = None,
+        python_path: str = "",
+        s3: S3Credentials | None = None,
+        uids: UidRange = DEFAULT_UIDS,
+        server_environ: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)  # created by the first launch: readers may mount it read-only
         self.market = market
         self.notice_s = notice_s
-        self.python = python
+        self.python = python  # runs the supervisor, as the server's user
+        # Runs the trainer, as the job's uid when isolating: it must be installed where an
+        # unprivileged user can reach it (not under a 0700 /root).
+        self.trainer_python = trainer_python or python
+        self.python_path = python_path  # the operator's directories of allowed workload modules
+        self.s3 = s3
+        self.uids = uids
+        self.server_environ = os.environ if server_environ is None else server_environ
         self.clock = clock
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -65,7 +99,8 @@ class LocalLauncher:
         self._reap()
         handle = PREFIX + request.attempt_id
         directory = self._dir(handle)
-        directory.mkdir(parents=True, exist_ok=True)  # the root too, on the first launch
+        self._make_root()
+        directory.mkdir(mode=0o700, exist_ok=True)
         try:  # one launch per attempt, even when two workers race to it
             os.close(os.open(directory / "launch.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
@@ -79,22 +114,37 @@ class LocalLauncher:
             at = self.market.preemption_time(now=now, attempt_id=request.attempt_id)
             if at is not None:
                 _write(directory / "preempt_at", repr(at))
+        identity = self._identity(request)
+        work = self._prepare_attempt(directory, identity)
         config = directory / "run_config.json"
         _write(config, request.run_config.model_dump_json(indent=2))
-        env = {**os.environ, **request.env}
-        env.update(
-            {
+        _share(config, identity)
+        env = trainer_environment(
+            request,
+            run_config={
                 ENV_RUN_CONFIG: str(config),
-                ENV_JOB_TOKEN: request.job_token,
                 ENV_TERMINATION_LOG: str(directory / TERMINATION_LOG),
-                "PYTHONUNBUFFERED": "1",
-            }
+            },
+            s3=self.s3,
+            host=Host(
+                home=str(work),
+                server_environ=self.server_environ,
+                bin_dir=str(Path(self.trainer_python).parent),
+                python_path=self.python_path,
+            ),
         )
+        writable = [work, *self._prepare_checkpoints(request, identity)]
+        confine = [] if identity is None else [f"--uid={identity.uid}", f"--gid={identity.gid}"]
+        # The supervisor may stay root: -I keeps the trainer's PYTHON* variables and any
+        # directory the job can write off its import path.
         command = [
-            self.python, "-m", "worker.launchers.supervise", str(directory / "exit_code"), "--",
+            self.python, "-I", "-m", "worker.launchers.supervise", str(directory / "exit_code"),
+            *confine, f"--workdir={work}", *(f"--writable={path}" for path in writable), "--",
             *self._trainer_command(request),
         ]  # fmt: skip
-        with open(directory / "trainer.log", "ab") as log:
+        log_path = directory / "trainer.log"
+        with open(log_path, "ab") as log:
+            _share(log_path, identity)
             process = subprocess.Popen(
                 command,
                 stdout=log,
@@ -196,12 +246,47 @@ class LocalLauncher:
             raise ValueError(f"bad attempt id in handle {handle!r}")
         return self.root / attempt_id
 
+    def _make_root(self) -> None:
+        if not self.root.is_dir():
+            self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+            os.chmod(self.root, 0o711)  # trainers pass through to their own directory only
+
+    def _identity(self, request: LaunchRequest) -> Identity | None:
+        if not isolating():
+            return None  # not root: trainers run as the server's user (docs/security.md)
+        return identity_for_job(self.root / UID_REGISTRY, job_id=request.job_id, uids=self.uids)
+
+    def _prepare_attempt(self, directory: Path, identity: Identity | None) -> Path:
+        """The attempt's working directory, the trainer's own; the launcher's state beside it
+        stays the server's (the trainer's group may read it, not change it)."""
+        work = directory / "work"
+        work.mkdir(mode=0o700, exist_ok=True)
+        if identity is not None:
+            os.chown(directory, os.geteuid(), identity.gid)
+            os.chmod(directory, 0o750)
+            os.chown(work, identity.uid, identity.gid)
+        return work
+
+    def _prepare_checkpoints(self, request: LaunchRequest, identity: Identity | None) -> list[Path]:
+        """A local checkpoint root gets the job's own directory under it, which only the job's
+        uid can enter; the root itself lets others pass but not list. S3 needs nothing here."""
+        directory = local_checkpoint_dir(request.run_config.checkpoint_uri)
+        if directory is None:
+            return []
+        if not directory.parent.exists():
+            directory.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+            os.chmod(directory.parent, 0o711)
+        directory.mkdir(mode=0o700, exist_ok=True)
+        if identity is not None and directory.stat().st_uid != identity.uid:
+            own_tree(directory, identity)
+        return [directory]
+
     def _trainer_command(self, request: LaunchRequest) -> list[str]:
         processes = request.nodes * request.gpus_per_node
         if processes == 1:
-            return [self.python, "-m", "trainer"]
+            return [self.trainer_python, "-m", "trainer"]
         return [
-            self.python, "-m", "torch.distributed.run", "--nnodes=1",
+            self.trainer_python, "-m", "torch.distributed.run", "--nnodes=1",
             f"--nproc_per_node={processes}", "--master_addr=127.0.0.1",
             f"--master_port={_free_port()}", "-m", "trainer",
         ]  # fmt: skip
@@ -251,7 +336,7 @@ class LocalLauncher:
 
     def _processes(self, directory: Path) -> list[int]:
         """Every live process of the attempt, wherever it is in the process tree: they all
-        start in the attempt's directory with its run config in their environment, and keep
+        start in the attempt's directory (or its work/) with its run config in their environment, and keep
         both when they leave the group (torchrun's ranks) or are orphaned."""
         run_config = f"{ENV_RUN_CONFIG}={directory / 'run_config.json'}".encode()
         found = []
@@ -259,7 +344,10 @@ class LocalLauncher:
             if not entry.name.isdigit():
                 continue
             try:
-                in_directory = os.readlink(entry / "cwd") == str(directory)
+                in_directory = os.readlink(entry / "cwd") in (
+                    str(directory),
+                    str(directory / "work"),
+                )
                 if not in_directory and run_config not in (entry / "environ").read_bytes():
                     continue
             except OSError:
@@ -275,6 +363,25 @@ class LocalLauncher:
                 os.killpg(json.loads(pid_file)["pid"], sig)
         if sig == signal.SIGKILL:
             self._kill_stragglers(directory)
+
+
+def local_checkpoint_dir(uri: str) -> Path | None:
+    """The directory of a local checkpoint URI (a path or file:///dir); None for S3."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if parsed.scheme == "" and Path(uri).is_absolute():
+        return Path(uri)
+    return None
+
+
+def _share(path: Path, identity: Identity | None) -> None:
+    """Readable by the trainer's group (its run config, its log), private to everyone else."""
+    if identity is None:
+        os.chmod(path, 0o600)
+        return
+    os.chown(path, os.geteuid(), identity.gid)
+    os.chmod(path, 0o640)
 
 
 def _start_time(pid: int) -> str | None:

@@ -1,37 +1,105 @@
 """Run a command and record its exit status in a file, surviving the launcher's own death.
 
-The local launcher starts `python -m worker.launchers.supervise EXIT_FILE -- CMD...` in a new
-process group. Signals for the group (the preemption notice, a cancel) reach the command
+The local launcher starts `python -I -m worker.launchers.supervise EXIT_FILE [OPTIONS] -- CMD...`
+in a new process group. Signals for the group (the preemption notice, a cancel) reach the command
 directly; the supervisor ignores SIGTERM so that it outlives the command and can write its exit
 status, which the launcher reads even after a restart.
+
+With `--uid N --gid N` (the server runs as root) the supervisor stays root, so it can write the
+exit status where the trainer cannot, and the command runs as that unprivileged user: no
+supplementary groups, umask 077. `--writable DIR` names a directory the command must be able to
+write as that user (its working directory, its checkpoints): checked after dropping privileges,
+before exec, so a deployment that hides them (a 0700 parent) fails at once with a message that
+says which, instead of deep inside the trainer. A command that cannot start at all records
+EX_CONFIG (78): retrying cannot help.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+EX_CONFIG = 78  # gpujobs.runtime.EXIT_CONFIG_ERROR; the supervisor imports nothing of ours
+HINT = (
+    "Trainers run as an unprivileged uid: every directory above the interpreter "
+    "(GPUJOBS_TRAINER_PYTHON), GPUJOBS_HOME and the checkpoint root must let other users pass "
+    "(o+x); see docs/security.md"
+)
+
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: supervise EXIT_FILE -- COMMAND...", file=sys.stderr)
+    if "--" not in argv:
+        print(
+            "usage: supervise EXIT_FILE [--uid N --gid N] [--workdir DIR] [--writable DIR]... "
+            "-- COMMAND...",
+            file=sys.stderr,
+        )
         return 2
-    exit_file = Path(argv[0])
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="supervise")
+    parser.add_argument("exit_file", type=Path)
+    parser.add_argument("--uid", type=int)
+    parser.add_argument("--gid", type=int)
+    parser.add_argument("--workdir", help="the command's working directory")
+    parser.add_argument("--writable", action="append", default=[])
+    options = parser.parse_args(argv[:split])
+    command = argv[split + 1 :]
+    if not command or (options.uid is None) != (options.gid is None):
+        parser.error("a command, and --uid with --gid or neither")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = subprocess.Popen(argv[2:], preexec_fn=_default_sigterm)
-    code = child.wait()
-    tmp = exit_file.with_suffix(".tmp")
+    code = _run(
+        command,
+        uid=options.uid,
+        gid=options.gid,
+        workdir=options.workdir,
+        writable=options.writable,
+    )
+    tmp = options.exit_file.with_suffix(".tmp")
     tmp.write_text(str(code))
-    os.replace(tmp, exit_file)
+    os.replace(tmp, options.exit_file)
     return 0
 
 
-def _default_sigterm() -> None:
-    # Ignored dispositions are inherited across exec: give the command the default back.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def _run(
+    command: list[str],
+    *,
+    uid: int | None,
+    gid: int | None,
+    workdir: str | None,
+    writable: list[str],
+) -> int:
+    def prepare() -> None:
+        # Ignored dispositions are inherited across exec: give the command the default back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        needs = [(command[0], os.X_OK, "run"), *((d, os.W_OK | os.X_OK, "write") for d in writable)]
+        for path, mode, verb in needs:
+            if not os.access(path, mode):
+                os.write(2, f"gpujobs: uid {os.getuid()} cannot {verb} {path}. {HINT}\n".encode())
+                raise PermissionError(path)
+
+    try:
+        if uid is None or gid is None:
+            child = subprocess.Popen(command, cwd=workdir, preexec_fn=prepare)
+        else:
+            child = subprocess.Popen(
+                command,
+                cwd=workdir,
+                preexec_fn=prepare,
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                umask=0o077,
+            )
+    except subprocess.SubprocessError:  # prepare() refused, and said why
+        return EX_CONFIG
+    except OSError as exc:
+        print(f"gpujobs: cannot start {command[0]}: {exc}. {HINT}", file=sys.stderr)
+        return EX_CONFIG
+    return child.wait()
 
 
 if __name__ == "__main__":

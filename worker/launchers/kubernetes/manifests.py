@@ -18,8 +18,9 @@ from gpujobs.runtime import (
     EXIT_PREEMPTED,
     EXIT_PREEMPTED_NO_CHECKPOINT,
 )
-from gpujobs.spec import RESERVED_ENV_PREFIX, CapacityType
+from gpujobs.spec import CapacityType
 from worker.launchers.base import LaunchRequest
+from worker.launchers.environment import trainer_environment
 from worker.launchers.kubernetes.config import (
     CapacityPlacement,
     KubernetesLauncherConfig,
@@ -363,15 +364,13 @@ def run_config_json(request: LaunchRequest, config: KubernetesLauncherConfig) ->
 def _container(
     request: LaunchRequest, config: KubernetesLauncherConfig, name: str
 ) -> client.V1Container:
-    env = [
-        client.V1EnvVar(name=key, value=value)
-        for key, value in sorted(request.env.items())
-        if not key.startswith(RESERVED_ENV_PREFIX)
-    ]
-    env += [
-        client.V1EnvVar(name="PYTHONUNBUFFERED", value="1"),
-        client.V1EnvVar(name=ENV_RUN_CONFIG_JSON, value=run_config_json(request, config)),
-    ]
+    plain = trainer_environment(
+        request,
+        run_config={ENV_RUN_CONFIG_JSON: run_config_json(request, config)},
+        include_token=False,
+    )
+    # The job token (and S3 keys) come from the attempt's Secret: secret_env, below.
+    env = [client.V1EnvVar(name=key, value=value) for key, value in sorted(plain.items())]
     requests = config.resources.requests(request.gpus_per_node)
     limits = dict(requests) if config.resources.guaranteed else {}
     if request.gpus_per_node:

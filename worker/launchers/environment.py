@@ -1,0 +1,173 @@
+"""What a trainer sees: an environment built from an allowlist, never inherited from the server.
+
+The server's own environment holds the admin token, the database URL and its S3 keys; a trainer
+runs a team's code, so it gets only what it needs, in three layers (a later one wins):
+
+1. the team's `spec.env`, minus anything that changes how a process loads code or reaches the
+   platform (the API refuses those keys at submit; this is the same rule once more, below it);
+2. the few variables torch, NCCL, CUDA and OpenMP need, passed through from the server by exact
+   name or prefix (the operator's tuning, never a secret);
+3. the platform's own: the run config (which carries the API URL and the checkpoint URI), the
+   job-scoped token, the S3 endpoint and the trainer's S3 credentials, and safe PATH, HOME,
+   LANG, LC_ALL, TZ.
+
+Both launchers call `trainer_environment`; a Kubernetes pod gets its token from a Secret and its
+PATH/HOME from its image, so those parts are optional.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpujobs.runtime import ENV_JOB_TOKEN
+from worker.launchers.base import LaunchRequest
+
+# From the server, by exact name: device selection, thread counts, the loader path of a CUDA
+# install outside the default one. An operator's settings, not secrets.
+PASSTHROUGH_NAMES = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "LD_LIBRARY_PATH",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "GLOO_SOCKET_IFNAME",
+    }
+)
+# From the server, by prefix: torch's, NCCL's and CUDA's own tuning knobs.
+PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "PYTORCH_")
+
+# A team's variable: a plain upper-case name...
+USER_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
+# ...that neither changes how the process loads code (the dynamic loader, Python, the shell,
+# plugins NCCL loads) nor reaches the platform's or a cloud's credentials.
+REFUSED_USER_PREFIXES = (
+    "LD_",
+    "PYTHON",
+    "GPUJOBS_",
+    "AWS_",
+    "GOOGLE_",
+    "AZURE_",
+    "NCCL_NET_",
+    "MALLOC_",
+    "OPENSSL_",
+)
+REFUSED_USER_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "LOCALDOMAIN",
+        "RES_OPTIONS",
+        "TZDIR",
+        "NLSPATH",
+        "LOCPATH",
+        "HOSTALIASES",
+        "RESOLV_HOST_CONF",
+        "MALLOC_CONF",
+        "NCCL_NET_PLUGIN",
+        "NCCL_TUNER_PLUGIN",
+        "TORCH_EXTENSIONS_DIR",
+        "CUDA_CACHE_PATH",
+    }
+)
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SAFE_LOCALE = "C.UTF-8"
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    """Keys meant for trainers (ideally limited to the checkpoint prefix), never the server's."""
+
+    access_key_id: str
+    secret_access_key: str
+    region: str = ""
+    session_token: str = ""
+
+    def variables(self) -> dict[str, str]:
+        env = {
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+        }
+        if self.region:
+            env["AWS_DEFAULT_REGION"] = self.region
+        if self.session_token:
+            env["AWS_SESSION_TOKEN"] = self.session_token
+        return env
+
+
+@dataclass(frozen=True)
+class Host:
+    """A process on this machine (the local launcher): its own HOME, a fixed PATH, the import
+    path the operator configured for allowed workload modules, and the server's environment
+    to pick the passthrough variables from."""
+
+    home: str
+    server_environ: Mapping[str, str]
+    bin_dir: str = ""  # the trainer interpreter's directory, first on PATH
+    python_path: str = ""
+
+
+def user_key_allowed(key: str) -> bool:
+    if not USER_KEY.match(key) or key in REFUSED_USER_NAMES:
+        return False
+    return not key.startswith(REFUSED_USER_PREFIXES)
+
+
+def passthrough(server_environ: Mapping[str, str]) -> dict[str, str]:
+    return {
+        key: value
+        for key, value in server_environ.items()
+        if key in PASSTHROUGH_NAMES or key.startswith(PASSTHROUGH_PREFIXES)
+    }
+
+
+def trainer_environment(
+    request: LaunchRequest,
+    *,
+    run_config: Mapping[str, str],
+    include_token: bool = True,
+    s3: S3Credentials | None = None,
+    host: Host | None = None,
+) -> dict[str, str]:
+    """The trainer's whole environment. `run_config` is `{GPUJOBS_RUN_CONFIG: path}` or
+    `{GPUJOBS_RUN_CONFIG_JSON: json}`; `include_token=False` where the token comes from a
+    Secret; `host` only for a process on this machine."""
+    env = {key: value for key, value in request.env.items() if user_key_allowed(key)}
+    platform: dict[str, str] = {
+        "PYTHONUNBUFFERED": "1",
+        "LANG": SAFE_LOCALE,
+        "LC_ALL": SAFE_LOCALE,
+        "TZ": "UTC",
+        **run_config,
+    }
+    if include_token:
+        platform[ENV_JOB_TOKEN] = request.job_token
+    if request.run_config.s3_endpoint_url:
+        platform["AWS_ENDPOINT_URL"] = request.run_config.s3_endpoint_url
+    if s3 is not None:
+        platform.update(s3.variables())
+    if host is not None:
+        env.update(passthrough(host.server_environ))
+        platform["HOME"] = host.home
+        platform["PATH"] = f"{host.bin_dir}:{SAFE_PATH}" if host.bin_dir else SAFE_PATH
+        # The user's site-packages would be HOME's, the attempt's own directory: nothing there.
+        platform["PYTHONNOUSERSITE"] = "1"
+        if host.python_path:
+            platform["PYTHONPATH"] = host.python_path
+    env.update(platform)
+    return env
