@@ -336,18 +336,17 @@ class LocalLauncher:
 
     def _processes(self, directory: Path) -> list[int]:
         """Every live process of the attempt, wherever it is in the process tree: they all
-        start in the attempt's directory (or its work/) with its run config in their environment, and keep
-        both when they leave the group (torchrun's ranks) or are orphaned."""
+        start in the attempt's directory (or its work/) with its run config in their
+        environment, and keep both when they leave the group (torchrun's ranks) or are
+        orphaned."""
         run_config = f"{ENV_RUN_CONFIG}={directory / 'run_config.json'}".encode()
+        homes = (str(directory), str(directory / "work"))
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                in_directory = os.readlink(entry / "cwd") in (
-                    str(directory),
-                    str(directory / "work"),
-                )
+                in_directory = os.readlink(entry / "cwd") in homes
                 if not in_directory and run_config not in (entry / "environ").read_bytes():
                     continue
             except OSError:
