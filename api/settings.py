@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.pricing.cost_model import RESTART_HOURS
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUJOBS_", env_file=None, extra="ignore")
@@ -39,7 +41,8 @@ class Settings(BaseSettings):
     schedule_batch: int = 1000
     no_capacity_backoff_s: float = 300.0
     restart_hours: float = Field(
-        0.2, description="Provisioning + restore time of a new attempt, as the policy sees it."
+        RESTART_HOURS,
+        description="Provisioning + restore time of a new attempt, as the policy sees it.",
     )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")

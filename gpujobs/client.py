@@ -29,6 +29,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpujobs import config, errors
+from gpujobs.plans import Estimate
 from gpujobs.resources import FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
 from gpujobs.spec import JobSpec
 from gpujobs.usage import UsageGroupBy, UsageReport
@@ -119,11 +120,12 @@ def _usage_params(
     return params
 
 
-def _plans(body: Any) -> builtins.list[dict[str, Any]]:
-    """The ranked plans of a POST /v1/estimate answer."""
-    if isinstance(body, dict) and isinstance(body.get("plans"), list):
-        return body["plans"]
-    raise errors.ServerError("unexpected estimate answer", code="bad_response")
+def _estimate(body: Any) -> Estimate:
+    """A POST /v1/estimate answer as the contract's model."""
+    try:
+        return Estimate.model_validate(body)
+    except ValidationError as error:
+        raise errors.ServerError("unexpected estimate answer", code="bad_response") from error
 
 
 class _Base:
@@ -316,10 +318,11 @@ class Client(_Base):
 
     # -- planning and spend --------------------------------------------------------------------
 
-    def estimate(self, spec: SpecSource) -> builtins.list[dict[str, Any]]:
-        """Ranked plans for a spec (cheapest first) as the API returns them, without submitting."""
+    def estimate(self, spec: SpecSource) -> Estimate:
+        """What the scheduler would do with a spec now, the plan it would choose first and why
+        each other plan loses, without submitting."""
         body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        return _plans(self._json("POST", "/v1/estimate", json=body))
+        return _estimate(self._json("POST", "/v1/estimate", json=body))
 
     def usage(
         self,
@@ -466,9 +469,9 @@ class AsyncClient(_Base):
         finally:
             await response.aclose()
 
-    async def estimate(self, spec: SpecSource) -> builtins.list[dict[str, Any]]:
+    async def estimate(self, spec: SpecSource) -> Estimate:
         body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        return _plans(await self._json("POST", "/v1/estimate", json=body))
+        return _estimate(await self._json("POST", "/v1/estimate", json=body))
 
     async def usage(
         self,

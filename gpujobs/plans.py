@@ -4,6 +4,7 @@ reservations and team budgets. Prices are USD per hour, costs USD."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
@@ -47,14 +48,25 @@ class Plan(BaseModel):
     )
     expected_finish: datetime
     p_meet_deadline: float = Field(ge=0, le=1, description="Chance of finishing by the deadline.")
-    checkpoint_every_seconds: float
+    checkpoint_every_seconds: float | None = Field(
+        None, description="What the trainer is told; None: the spec's every_steps applies."
+    )
     reservation_id: str | None = None
     offer: CatalogOffer
+    chosen: bool = Field(False, description="The plan the scheduler would place the job on now.")
+    why: str = Field("", description="Why the scheduler takes it, or why it loses to the chosen.")
+    available: bool = Field(
+        True, description="False: something stops it now (capacity, price cap, free nodes)."
+    )
 
 
 class Estimate(BaseModel):
+    decision: Literal["place", "wait", "reject"] = Field(
+        description="What the scheduler would do with the spec now."
+    )
+    reason: str = Field(description="Why, in the scheduler's words.")
     plans: list[Plan] = Field(
-        description="Likely to meet the deadline first, then cheapest, then soonest."
+        description="The chosen plan first (when there is one), then cheapest expected cost."
     )
     estimated_hours: float
     deadline_at: datetime | None = None

@@ -89,10 +89,6 @@ def job_for_update(session: Session, *, job_id: str) -> Job | None:
     return session.scalars(select(Job).where(Job.id == job_id).with_for_update(of=Job)).first()
 
 
-def spot_observations(session: Session) -> list[SpotObservation]:
-    return list(session.scalars(select(SpotObservation)))
-
-
 def spot_observation_for_update(
     session: Session, *, zone: str, instance_type: str
 ) -> SpotObservation:

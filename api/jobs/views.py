@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from api.models import Job, JobAttempt, JobEvent
+from api.money import MICRO
 from gpujobs import resources as r
 from gpujobs.spec import JobSpec
-
-MICRO = 1_000_000
 
 
 def job(row: Job) -> r.Job:

@@ -4,7 +4,7 @@ asks for the same resources, so 10,000 jobs cost a few hundred catalog scans, no
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from api.pricing.offers import Offer
@@ -45,6 +45,27 @@ def requirement(resources: ResourcesSpec) -> Requirement:
     )
 
 
+Match = Callable[[Offer, Requirement], bool]
+
+# The one offer filter, one rule per resources field (feasibility names the first one that
+# nothing meets). Model, cloud and region match case-insensitively; memory is per GPU; an offer
+# is one node, so it must have exactly `gpus_per_node` GPUs.
+FILTERS: tuple[tuple[str, Match], ...] = (
+    ("gpu_models", lambda o, r: r[0] is None or o.gpu_model.lower() in r[0]),
+    (
+        "min_gpu_memory_gb",
+        lambda o, r: r[1] is None or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= r[1]),
+    ),
+    ("gpus_per_node", lambda o, r: o.gpu_count == r[2]),
+    ("clouds", lambda o, r: r[4] is None or o.cloud.lower() in r[4]),
+    ("regions", lambda o, r: r[5] is None or o.region.lower() in r[5]),
+)
+
+
+def matches(offer: Offer, key: Requirement) -> bool:
+    return all(keep(offer, key) for _, keep in FILTERS)
+
+
 class CandidateIndex:
     """Matches offers to requirements. The offer must have exactly `gpus_per_node` GPUs (one
     node = one instance); memory is per GPU; region and cloud match case-insensitively."""
@@ -82,16 +103,8 @@ class CandidateIndex:
         return found
 
     def _build(self, key: Requirement) -> Candidates:
-        models, min_mem, gpus, nodes, clouds, regions = key
-        matching = [
-            o
-            for o in self._offers
-            if o.gpu_count == gpus
-            and (models is None or o.gpu_model.lower() in models)
-            and (min_mem is None or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= min_mem))
-            and (clouds is None or o.cloud.lower() in clouds)
-            and (regions is None or o.region.lower() in regions)
-        ]
+        nodes = key[3]
+        matching = [o for o in self._offers if matches(o, key)]
         on_demand = sorted(
             (o for o in matching if o.on_demand_price is not None),
             key=lambda o: (o.on_demand_price, o.key),

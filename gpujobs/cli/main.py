@@ -277,27 +277,21 @@ def _plan_cell(key: str, value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _plan_columns(plans: list[dict[str, Any]]) -> list[str]:
-    present: list[str] = []
-    for plan in plans:
-        for key, value in plan.items():
-            if key not in present and not isinstance(value, dict | list):
-                present.append(key)
-    preferred = [c for c in PLAN_COLUMNS if c in present]
-    return (preferred + [c for c in present if c not in preferred])[:9]
-
-
 def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    plans = client.estimate(args.file)
+    estimate = client.estimate(args.file)
     if args.json:
-        render.print_json(plans, out)
+        render.print_json(estimate.model_dump(mode="json"), out)
         return OK
-    if not plans:
-        out.write("no plan can run this spec\n")
+    if not estimate.plans:
+        out.write(f"no plan can run this spec: {estimate.reason}\n")
         return OK
-    columns = _plan_columns(plans)
-    rows = [[i + 1, *(_plan_cell(c, plan.get(c)) for c in columns)] for i, plan in enumerate(plans)]
-    render.table(["#", *(c.upper() for c in columns)], rows, out)
+    rows = []
+    for i, plan in enumerate(estimate.plans):
+        shown = plan.model_dump(mode="json")
+        cells = [_plan_cell(c, shown[c]) for c in PLAN_COLUMNS]
+        rows.append([i + 1, "*" if plan.chosen else "", *cells, plan.why])
+    render.table(["#", "", *(c.upper() for c in PLAN_COLUMNS), "WHY"], rows, out)
+    out.write(f"{estimate.decision}: {estimate.reason}\n")
     return OK
 
 

@@ -149,14 +149,16 @@ def test_estimate_and_logs_against_the_api(
     monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
-    header, *rows = out.splitlines()
+    header, *rows, decision = out.splitlines()
+    assert decision.startswith("place: ")
     assert header.split()[0] == "#"
     assert {"GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST"} <= set(header.split())
     assert rows and rows[0].split()[0] == "1"
     code, out = gpujobs("estimate", GPT_SMALL, "--json")
     with Client(api.url, team_token) as gj:
-        ranked = [(p["offer"]["key"], p["capacity_type"]) for p in json.loads(out)]
-        assert ranked == [(p["offer"]["key"], p["capacity_type"]) for p in gj.estimate(GPT_SMALL)]
+        ranked = [(p["offer"]["key"], p["capacity_type"]) for p in json.loads(out)["plans"]]
+        plans = gj.estimate(GPT_SMALL).plans
+        assert ranked == [(p.offer.key, p.capacity_type) for p in plans]
         job = gj.submit(GPT_SMALL)
     api.finish_with_log(job.id, "loss 2.1\nloss 1.9\n")
     code, out = gpujobs("logs", job.id, "-f")
