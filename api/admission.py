@@ -1,23 +1,33 @@
 """The default admission check at submit: refuse what no capacity could run, what the scheduler
 would reject, and what the team's budget cannot pay for (unless the spec asks to wait for budget
-with on_budget_exceeded: defer).
+with on_budget_exceeded: defer); quote what is accepted and hold that quote against the budget.
 
 Installed by create_app when no other check is given; jobs.service.submit calls it before the
 job is inserted, so a refused spec leaves nothing behind. It weighs the spec exactly as the
-scheduler will (api.estimates.planning.weigh: the same snapshot and decide() itself).
+scheduler will (api.estimates.planning.weigh: the same snapshot and decide() itself), and quotes
+the policy as it will run (api.placement.quote). The hold is the quote's 90th percentile
+(quote.HOLD_PERCENTILE): budgets count it until the job ends, less what the job has spent.
+Admissions of one team are serialized on its budget row (SELECT ... FOR UPDATE), so concurrent
+submits see each other's holds and cannot overshoot.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from api.budgets import repository as budgets
 from api.budgets.service import remaining_usd
 from api.errors import BudgetExceeded, InvalidRequest
 from api.estimates import feasibility, planning
 from api.estimates.service import slots
+from api.jobs.service import Admitted
 from api.models import Team
+from api.money import MICRO
+from api.placement.options import MAX_HOURS
 from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings, get_settings
@@ -39,14 +49,17 @@ class Admission:
         self._priors = priors
         self._settings = settings
 
-    def __call__(self, *, session: Session, team_id: str, spec: JobSpec, now: datetime) -> None:
+    def __call__(
+        self, *, session: Session, team_id: str, spec: JobSpec, now: datetime
+    ) -> Admitted | None:
         catalog = self._catalog or default_catalog()
         feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
         if spec.estimated_hours is None:
-            return  # without a work estimate there is no cost to compare; the scheduler checks
+            return None  # without a work estimate there is nothing to quote; the scheduler checks
         team = session.get(Team, team_id)
         team_name = team.name if team is not None else team_id
-        remaining = remaining_usd(session, team_id=team_id, now=now)
+        budget = budgets.lock(session, team_id=team_id)
+        remaining = None if budget is None else remaining_usd(session, team_id=team_id, now=now)
         weighed = planning.weigh(
             session,
             spec=spec,
@@ -63,22 +76,26 @@ class Admission:
                 f"capacity: {weighed.reason}",
                 fields=[FieldError(field="capacity", reason=weighed.reason)],
             )
-        if remaining is None:
-            return
-        # Waiting (no spot now): the cheapest plan it could be placed on is the least it costs.
-        candidates = [w for w in weighed.plans if w.chosen] or weighed.plans
-        if not candidates:
-            return
-        best = min(candidates, key=lambda w: (w.plan.expected_cost, w.plan.offer.key)).plan
-        if best.expected_cost <= remaining + 1e-9:
-            return
+        q = weighed.quote
+        if q is None or not math.isfinite(q.hold_cost):
+            return None
+        admitted = Admitted(
+            quote_cost_microusd=round(q.expected_cost * MICRO),
+            quote_hold_microusd=round(q.hold_cost * MICRO),
+            quote_finish_at=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
+            quote_p_meet=q.p_meet_deadline,
+            holds_budget=True,
+        )
+        if remaining is None or q.hold_cost <= remaining + 1e-9:
+            return admitted
         if spec.capacity.on_budget_exceeded == "defer":
-            return  # accepted as PENDING; the scheduler defers it until the budget allows
+            # Accepted as PENDING without a hold; the scheduler defers it until the budget allows.
+            return replace(admitted, holds_budget=False)
         reason = (
-            f"the plan the scheduler would choose ({best.capacity_type} {best.nodes} x "
-            f"{best.offer.instance_type} in {best.offer.zone}) is expected to cost "
-            f"${best.expected_cost:,.2f}, more than team {team_name!r}'s remaining budget this "
-            f"month (${remaining:,.2f}); set capacity.on_budget_exceeded: defer to wait for budget"
+            f"the job is quoted at ${q.expected_cost:,.2f} expected and ${q.hold_cost:,.2f} at the "
+            f"90th percentile (held while it runs), more than team {team_name!r}'s remaining "
+            f"budget this month (${remaining:,.2f}); set capacity.on_budget_exceeded: defer to "
+            "wait for budget"
         )
         raise BudgetExceeded(reason, fields=[FieldError(field="capacity", reason=reason)])
 

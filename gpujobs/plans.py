@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from gpujobs.resources import Quote
 from gpujobs.spec import CapacityType
 
 
@@ -73,6 +74,11 @@ class Estimate(BaseModel):
     remaining_budget: float | None = Field(
         None, description="The team's budget left this month, USD; None: no budget set."
     )
+    quote: Quote | None = Field(
+        None,
+        description="The policy as it will run, not one plan to the end: what submitting now "
+        "would be quoted and hold of the budget; None when nothing could run it.",
+    )
     generated_at: datetime
 
 
@@ -124,4 +130,11 @@ class Budget(BaseModel):
     month_start: datetime = Field(description="Start of the current calendar month (UTC).")
     monthly_usd: float | None = Field(None, description="None: no budget set.")
     spent_usd: float = Field(description="Spent this month so far, running attempts included.")
-    remaining_usd: float | None = Field(None, description="None: no budget set.")
+    held_usd: float = Field(
+        0.0,
+        description="Held for unfinished jobs: each job's quote (90th percentile) less what it "
+        "has spent; released when the job ends.",
+    )
+    remaining_usd: float | None = Field(
+        None, description="Monthly budget - spent - held; None: no budget set."
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -74,6 +74,13 @@ def _decide_and_apply(
                 pending.append(snapshots.job_state(job))
             except Exception:  # one unreadable job must not stop scheduling for everyone
                 log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
+        strikes = repo.preempted_before_checkpoint(session, job_ids=[j.id for j in pending])
+        pending = [
+            replace(j, avoid=frozenset(strikes[j.id]), spot_strikes=len(strikes[j.id]))
+            if j.id in strikes
+            else j
+            for j in pending
+        ]
         running = [snapshots.job_state(j, a) for j, a in repo.running_jobs_with_attempts(session)]
         if not pending and not running:
             return
@@ -151,6 +158,8 @@ def _apply_place(session: Session, *, job: Job, place: Place) -> str:
     )
     session.add(attempt)
     job.attempts_count += 1
+    if job.quote_hold_microusd is not None:
+        job.holds_budget = True  # a job deferred for budget holds its quote from now on
     lifecycle.switch_status(
         session,
         job,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from api.models import Job, JobAttempt
+from api.money import MICRO
 from api.placement.snapshot import JobState, Placement, step_seconds
 from api.pricing.cost_model import CHECKPOINT_COST_SECONDS
 from api.pricing.offers import Offer
@@ -64,4 +65,6 @@ def job_state(job: Job, attempt: JobAttempt | None = None) -> JobState:
             (job.progress or {}).get("checkpoint_stall_s") or CHECKPOINT_COST_SECONDS
         ),
         step_seconds=step_seconds(spec, job.progress),
+        quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
+        budget_held=job.holds_budget,
     )

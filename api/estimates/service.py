@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -12,11 +13,14 @@ from api.catalog import views as catalog_views
 from api.estimates import feasibility, planning
 from api.models import utcnow
 from api.placement import Weighed
+from api.placement.options import MAX_HOURS
+from api.placement.quote import Quote
 from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.reservations import repository as reservations
 from api.settings import Settings, get_settings
 from gpujobs import plans as contract
+from gpujobs.resources import Quote as QuoteView
 from gpujobs.spec import JobSpec
 
 PLANS_SHOWN = 20
@@ -66,7 +70,19 @@ def estimate(
         estimated_hours=spec.estimated_hours or 0.0,
         deadline_at=spec.deadline_at(now),
         remaining_budget=remaining,
+        quote=_quote(weighed.quote, now),
         generated_at=now,
+    )
+
+
+def _quote(q: Quote | None, now: datetime) -> QuoteView | None:
+    if q is None or not math.isfinite(q.hold_cost):
+        return None
+    return QuoteView(
+        expected_cost=q.expected_cost,
+        hold_cost=q.hold_cost,
+        expected_finish=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
+        p_meet_deadline=q.p_meet_deadline,
     )
 
 

@@ -8,6 +8,7 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -19,9 +20,22 @@ from api.models import Job, JobAttempt, JobEvent, utcnow
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import JobSpec
 
+
+@dataclass(frozen=True)
+class Admitted:
+    """What admission recorded about an accepted job: its quote and whether it holds budget."""
+
+    quote_cost_microusd: int | None = None
+    quote_hold_microusd: int | None = None
+    quote_finish_at: datetime | None = None
+    quote_p_meet: float | None = None
+    holds_budget: bool = False
+
+
 # Admission control (budgets, feasibility) is a pluggable check so that `api` stays free of
-# placement details here; pricing installs it. It raises a DomainError to refuse a job.
-AdmissionCheck = Callable[..., None]
+# placement details here; pricing installs it. It raises a DomainError to refuse a job, and may
+# return the job's quote to record.
+AdmissionCheck = Callable[..., Admitted | None]
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,10 @@ def submit(
         if existing is not None:
             return _replay(existing, request_hash)
     now = utcnow()
+    admitted = None
     if admission is not None:
-        admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+        admitted = admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+    admitted = admitted or Admitted()
     job = Job(
         team_id=principal.team_id,
         name=spec.name,
@@ -64,6 +80,11 @@ def submit(
         updated_at=now,
         idempotency_key=idempotency_key,
         request_hash=request_hash,
+        quote_cost_microusd=admitted.quote_cost_microusd,
+        quote_hold_microusd=admitted.quote_hold_microusd,
+        quote_finish_at=admitted.quote_finish_at,
+        quote_p_meet=admitted.quote_p_meet,
+        holds_budget=admitted.holds_budget,
     )
     if idempotency_key is None:
         session.add(job)

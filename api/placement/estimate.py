@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from api.placement.decisions import Decision, Defer, Migrate, Place
-from api.placement.options import Considered, Market, outcome, plan
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.options import Considered, Market, first, outcome, plan
 from api.placement.plan import Plan
 from api.placement.policy import decide
+from api.placement.quote import Quote, quote
 from api.placement.snapshot import JobState, Snapshot
 from gpujobs.spec import CapacityType
 
@@ -32,6 +33,7 @@ class Estimate:
     decision: Literal["place", "wait", "reject"]
     reason: str
     plans: list[Weighed]  # the chosen one, the best of each other kind, then by expected cost
+    quote: Quote | None  # the policy as it will run (spot while slack lasts, then on-demand...)
 
 
 def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
@@ -70,10 +72,47 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
         + ahead
         + [w for w in weighed if not w.chosen and w not in ahead]
     )
+    quoted = (
+        policy_quote(market, job, snap, chosen=chosen) if not isinstance(decision, Reject) else None
+    )
     if chosen is not None:
-        return Estimate("place", decision.reason, weighed[:limit])
+        return Estimate("place", decision.reason, weighed[:limit], quoted)
     return Estimate(
-        "wait" if isinstance(decision, Defer) else "reject", decision.reason, weighed[:limit]
+        "wait" if isinstance(decision, Defer) else "reject",
+        decision.reason,
+        weighed[:limit],
+        quoted,
+    )
+
+
+def policy_quote(
+    market: Market, job: JobState, snap: Snapshot, *, chosen: Plan | None
+) -> Quote | None:
+    """The quote of what decide() will do with the job from now on (see quote.py)."""
+    allowed = set(job.spec.capacity.types)
+    reserved = None
+    if chosen is not None and chosen.capacity_type == CapacityType.RESERVED:
+        free = {r.id: r.free for r in snap.reservations}
+        reserved = first(market.reserved(job, free))
+    spot = first(market.spot(job), waiting=True) if CapacityType.SPOT in allowed else None
+    if chosen is not None and chosen.capacity_type == CapacityType.SPOT:
+        spot = next(
+            (c.option for c in market.spot(job) if c.option.offer.key == chosen.offer.key), spot
+        )
+    od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
+    spot_now = (
+        spot is not None
+        and (spot.offer.zone, spot.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
+    )
+    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
+    return quote(
+        job,
+        spot=spot,
+        on_demand=od,
+        reserved=reserved,
+        spot_available_now=spot_now,
+        restart_hours=snap.restart_hours,
+        hours_left=hours_left,
     )
 
 

@@ -29,6 +29,9 @@ from api.pricing.offers import Offer
 from api.pricing.preemption import default_priors
 from gpujobs.spec import CapacityType
 
+# Preemptions before any checkpoint (in a row, in any pool) after which a job that may run
+# on-demand stops trying spot until it checkpoints: spot is not making progress for it.
+SPOT_STRIKES = 3
 # Beyond ten years a finish time means nothing (and soon is not a representable datetime).
 MAX_HOURS = 24 * 3650
 
@@ -47,6 +50,7 @@ class Option:
 class Considered:
     option: Option
     unusable: str | None = None  # why it cannot be used now; None: usable
+    transient: bool = False  # the only reason is capacity gone for now: the policy waits for it
 
 
 class Market:
@@ -97,6 +101,7 @@ class Market:
         nodes = job.spec.resources.nodes
         current = job.placement if job.state == "running" else None
         held = current.offer_key if current and current.capacity_type == CapacityType.SPOT else None
+        on_demand_allowed = CapacityType.ON_DEMAND in job.spec.capacity.types
         spot = self.candidates(job).spot
         if held is not None:
             # Staying where it runs avoids a restart: the current offer first.
@@ -111,10 +116,18 @@ class Market:
                 lifetime_hours=1.0 / rate if rate > 0 else math.inf,
             )
             holds = c.offer.key == held
+            if not holds and job.spot_strikes >= SPOT_STRIKES and on_demand_allowed:
+                strikes = job.spot_strikes
+                yield Considered(
+                    option, f"spot preempted this job {strikes} times before it could checkpoint"
+                )
+                continue
             if not holds and c.offer.key in job.avoid:
                 yield Considered(option, "preempted this job before its first checkpoint")
                 continue
-            yield Considered(option, self._unusable(job, option, holds=holds))
+            unusable = self._unusable(job, option, holds=holds)
+            transient = unusable is not None and unusable.startswith("no spot")
+            yield Considered(option, unusable, transient=transient)
 
     def on_demand(self, job: JobState) -> Iterator[Considered]:
         nodes = job.spec.resources.nodes
@@ -155,8 +168,11 @@ class Market:
         return None
 
 
-def first(considered: Iterator[Considered]) -> Option | None:
-    return next((c.option for c in considered if c.unusable is None), None)
+def first(considered: Iterator[Considered], *, waiting: bool = False) -> Option | None:
+    """The first usable option; with `waiting`, also one only short of capacity now."""
+    return next(
+        (c.option for c in considered if c.unusable is None or (waiting and c.transient)), None
+    )
 
 
 def interval(job: JobState, option: Option) -> float:

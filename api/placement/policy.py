@@ -140,14 +140,16 @@ def _choice(
     return choose(view)
 
 
-def _left(rnd: _Round, job: JobState) -> float | None:
-    """The team's budget this job may spend: what is left, plus what admission held for it."""
-    left = rnd.budget.get(job.team)
-    return None if left is None else left + job.held_usd
+def _budget_cost(job: JobState, out: Outcome) -> float:
+    """What placing the job commits of its team's budget: nothing more when its quote is already
+    held; else the quote's hold (the policy as it will run), or this option's expected cost."""
+    if job.budget_held:
+        return 0.0
+    return job.quote_usd if job.quote_usd is not None else out.expected_cost
 
 
 def _over_budget(rnd: _Round, job: JobState, cost: float) -> bool:
-    left = _left(rnd, job)
+    left = rnd.budget.get(job.team)
     return left is not None and cost > left + 1e-9
 
 
@@ -155,10 +157,11 @@ def _commit(
     rnd: _Round, job: JobState, option: Option, hours_left: float | None, reason: str
 ) -> Decision:
     out = outcome(job, option, hours_left)
-    if _over_budget(rnd, job, out.expected_cost):
-        left = _left(rnd, job) or 0.0
+    cost = _budget_cost(job, out)
+    if _over_budget(rnd, job, cost):
+        left = rnd.budget.get(job.team) or 0.0
         message = (
-            f"expected cost ${out.expected_cost:.2f} exceeds team {job.team_name or job.team!r}'s "
+            f"expected cost ${cost:.2f} exceeds team {job.team_name or job.team!r}'s "
             f"remaining budget ${left:.2f}"
         )
         if job.spec.capacity.on_budget_exceeded == "defer":
@@ -172,7 +175,7 @@ def _migrate(
     rnd: _Round, job: JobState, option: Option, hours_left: float | None
 ) -> Decision | None:
     out = outcome(job, option, hours_left)
-    if _over_budget(rnd, job, out.expected_cost):
+    if _over_budget(rnd, job, _budget_cost(job, out)):
         return None  # keep running where it is rather than move somewhere unaffordable
     _take(rnd, job, option, out)
     to = Place(job.id, plan(job, option, out, rnd.snapshot.now), "migrate")
@@ -190,8 +193,7 @@ def _take(rnd: _Round, job: JobState, option: Option, out: Outcome) -> None:
         rnd.free[option.reservation.id] -= job.spec.resources.nodes
     left = rnd.budget.get(job.team)
     if left is not None:
-        # Admission's hold already counts against what is left: only spend beyond it is new.
-        rnd.budget[job.team] = left - max(0.0, out.expected_cost - job.held_usd)
+        rnd.budget[job.team] = left - _budget_cost(job, out)
 
 
 def _nothing_available(rnd: _Round, job: JobState, allowed: set[CapacityType]) -> Decision:

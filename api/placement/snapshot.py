@@ -40,7 +40,9 @@ class JobState:
     step_seconds: float | None = None  # one optimizer step, when known (every_steps -> seconds)
     # Spot offers (keys) that preempted this job before its first checkpoint: backed off for it.
     avoid: frozenset[str] = frozenset()
-    held_usd: float = 0.0  # what admission holds of the team's budget for this job, still unspent
+    spot_strikes: int = 0  # such preemptions in a row, wherever: SPOT_STRIKES stops spot for it
+    quote_usd: float | None = None  # the hold of its quote at submit (USD), when quoted
+    budget_held: bool = False  # that hold already counts against the team's budget
 
 
 @dataclass(frozen=True, slots=True)

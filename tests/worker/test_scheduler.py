@@ -377,3 +377,47 @@ def test_a_gang_with_a_deadline_is_placed_as_estimated(
         settings, session_factory, spec, principal(session_factory)
     )
     _same(plan, attempt)
+
+
+def _preempt(session_factory: sessionmaker[Session], job_id: str, clock: Clock) -> JobAttempt:
+    """The open attempt ends preempted before any checkpoint; the job is pending again."""
+    with transaction(session_factory) as session:
+        attempt = repo.open_attempt_of(session, job_id=job_id)
+        assert attempt is not None
+        attempt.started_at = clock.now
+        attempt.ended_at = clock.advance(2)
+        attempt.end_reason = "preempted"
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(status=JobStatus.PENDING.value, preemptions=Job.preemptions + 1)
+        )
+        return attempt
+
+
+def test_a_pool_that_preempts_a_job_before_its_first_checkpoint_is_backed_off_for_it(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Measured: with spot preempted every ~2 s, a 60-step job made 75 spot attempts in 3 min
+    with 1 step of progress, each one 'spot: cheapest expected cost while slack remains'."""
+    clock = Clock()
+    cp = control_plane(settings, session_factory, clock=clock)
+    job_id = submit(session_factory, principal(session_factory))  # no deadline: spot first
+    schedule_once(cp)
+    pools = []
+    for _ in range(3):
+        [*_, attempt] = attempts(session_factory, job_id)
+        assert attempt.capacity_type == CapacityType.SPOT.value
+        pools.append((attempt.zone, attempt.instance_type))
+        _preempt(session_factory, job_id, clock)
+        schedule_once(cp)
+    assert len(set(pools)) == 3  # each pool that preempted it is avoided for it
+    [*_, attempt] = attempts(session_factory, job_id)
+    assert attempt.capacity_type == CapacityType.ON_DEMAND.value  # three strikes: spot stops
+    # a checkpoint is progress: spot is tried again (the job was placed, so pend it again)
+    _preempt(session_factory, job_id, clock)
+    with transaction(session_factory) as session:
+        session.execute(update(Job).where(Job.id == job_id).values(resume_from_step=10))
+    schedule_once(cp)
+    [*_, attempt] = attempts(session_factory, job_id)
+    assert attempt.capacity_type == CapacityType.SPOT.value
