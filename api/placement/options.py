@@ -10,11 +10,11 @@ The cost of an option (expected cost, finish, P(deadline), checkpoint interval) 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from api.placement.candidates import CandidateIndex, Candidates
+from api.placement.candidates import CandidateIndex, Candidates, SpotCandidate
 from api.placement.plan import Plan
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.cost_model import (
@@ -68,9 +68,13 @@ class Market:
         for r in snapshot.reservations:
             self.pools.setdefault((r.zone, r.instance_type), []).append(r)
         self.offer_by_key = {o.key: o for o in snapshot.offers}
+        self._by_job: dict[str, Candidates] = {}
 
     def candidates(self, job: JobState) -> Candidates:
-        return self.index.candidates(job.spec.resources)
+        found = self._by_job.get(job.id)
+        if found is None:
+            found = self._by_job[job.id] = self.index.candidates(job.spec.resources)
+        return found
 
     def risk(self, job: JobState, rate: float = 0.0, mtta: float = 0.0) -> Risk:
         return Risk(
@@ -83,8 +87,12 @@ class Market:
 
     def reserved(self, job: JobState, free: Mapping[str, int]) -> Iterator[Considered]:
         nodes = job.spec.resources.nodes
-        for slot, offer in self.candidates(job).by_slot.items():
-            for pool in self.pools.get(slot, ()):
+        cands = self.candidates(job)
+        for (zone, instance_type), pools in self.pools.items():
+            offer = cands.at(zone, instance_type)
+            if offer is None:
+                continue
+            for pool in pools:
                 option = Option(
                     offer,
                     CapacityType.RESERVED,
@@ -102,10 +110,10 @@ class Market:
         current = job.placement if job.state == "running" else None
         held = current.offer_key if current and current.capacity_type == CapacityType.SPOT else None
         on_demand_allowed = CapacityType.ON_DEMAND in job.spec.capacity.types
-        spot = self.candidates(job).spot
+        spot: Iterable[SpotCandidate] = self.candidates(job).iter_spot()
         if held is not None:
             # Staying where it runs avoids a restart: the current offer first.
-            spot = tuple(sorted(spot, key=lambda c: c.offer.key != held))
+            spot = sorted(spot, key=lambda c: c.offer.key != held)
         for c in spot:
             rate = c.prior.rate * nodes  # a gang stops when any node is preempted
             option = Option(
@@ -139,7 +147,7 @@ class Market:
                     offer, CapacityType.ON_DEMAND, offer.on_demand_price * nodes, self.risk(job)
                 )
                 yield Considered(option)
-        for offer in self.candidates(job).on_demand:
+        for offer in self.candidates(job).iter_on_demand():
             option = Option(
                 offer,
                 CapacityType.ON_DEMAND,
