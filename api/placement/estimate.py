@@ -8,6 +8,7 @@ the same enumeration (options.Market) with the same cost function, and says why 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -39,10 +40,17 @@ class Estimate:
 def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     """The decision for `job` (pending, in `snapshot` or added to it) and the plans weighed."""
     jobs = [j for j in snapshot.jobs if j.id != job.id]
+    market = Market(replace(snapshot, jobs=[*jobs, job]))
+    # Quoted first: decide() weighs the job's budget by its quote's hold, as it will once the
+    # job is admitted with that quote.
+    quoted = policy_quote(market, job, market.snapshot)
+    if quoted is not None and not job.budget_held and math.isfinite(quoted.hold_cost):
+        job = replace(job, quote_usd=quoted.hold_cost)
     snap = replace(snapshot, jobs=[*jobs, job])
     decision = _decision_for(decide(snap), job.id)
     chosen = decision.plan if isinstance(decision, Place) else None
-    market = Market(snap)
+    if isinstance(decision, Reject):
+        quoted = None
     hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
     allowed = set(job.spec.capacity.types)
     free = {r.id: r.free for r in snap.reservations}
@@ -72,9 +80,6 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
         + ahead
         + [w for w in weighed if not w.chosen and w not in ahead]
     )
-    quoted = (
-        policy_quote(market, job, snap, chosen=chosen) if not isinstance(decision, Reject) else None
-    )
     if chosen is not None:
         return Estimate("place", decision.reason, weighed[:limit], quoted)
     return Estimate(
@@ -85,20 +90,15 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     )
 
 
-def policy_quote(
-    market: Market, job: JobState, snap: Snapshot, *, chosen: Plan | None
-) -> Quote | None:
+def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py)."""
     allowed = set(job.spec.capacity.types)
     reserved = None
-    if chosen is not None and chosen.capacity_type == CapacityType.RESERVED:
-        free = {r.id: r.free for r in snap.reservations}
-        reserved = first(market.reserved(job, free))
-    spot = first(market.spot(job), waiting=True) if CapacityType.SPOT in allowed else None
-    if chosen is not None and chosen.capacity_type == CapacityType.SPOT:
-        spot = next(
-            (c.option for c in market.spot(job) if c.option.offer.key == chosen.offer.key), spot
-        )
+    if CapacityType.RESERVED in allowed:  # decide() takes a free slot first
+        reserved = first(market.reserved(job, {r.id: r.free for r in snap.reservations}))
+    spot = None
+    if CapacityType.SPOT in allowed:  # the pool it would use now, else the one it waits for
+        spot = first(market.spot(job)) or first(market.spot(job), waiting=True)
     od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
     spot_now = (
         spot is not None

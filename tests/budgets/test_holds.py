@@ -165,3 +165,17 @@ def test_a_job_deferred_for_budget_holds_nothing_and_waits(
     result = schedule_once(cp)
     assert len(result.placed) == 1
     assert len(holds(session_factory)) == 1  # placed: it holds its quote from now on
+
+
+def test_the_estimate_and_admission_weigh_the_budget_alike(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    body = {**SPEC, "deadline_hours": 24}
+    free = client.post("/v1/estimate", json=body, headers=auth).json()
+    plan, hold = free["plans"][0]["expected_cost"], free["quote"]["hold_cost"]
+    assert hold > plan  # preemptions and the fallback cost more than one plan to the end
+    set_budget(client, round((plan + hold) / 2, 2))
+    estimate = client.post("/v1/estimate", json=body, headers=auth).json()
+    assert estimate["decision"] == "reject" and "'team-a'" in estimate["reason"]
+    response = client.post("/v1/jobs", json=body, headers=auth)
+    assert response.status_code == 422 and response.json()["error"]["code"] == "budget_exceeded"
