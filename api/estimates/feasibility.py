@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from api.errors import InvalidRequest
-from api.placement.candidates import FILTERS, Requirement, requirement
 from api.pricing.catalog import Catalog
 from api.pricing.offers import Offer
+from api.pricing.requirements import FILTERS, Requirement, requirement
 from gpujobs.resources import FieldError
 from gpujobs.spec import CapacityType, JobSpec, ResourcesSpec
 

@@ -5,16 +5,13 @@ sorts and, per job, the comparisons up to its first usable option."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
+from api.pricing.requirements import RULES, Requirement, requirement
 from gpujobs.spec import ResourcesSpec
-
-Requirement = tuple[
-    tuple[str, ...] | None, float | None, int, int, tuple[str, ...] | None, tuple[str, ...] | None
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,45 +70,13 @@ class Candidates:
         )
 
 
+_MEMORY = RULES["min_gpu_memory_gb"]
+_WHERE = (RULES["clouds"], RULES["regions"])
+
+
 def _rest(o: Offer, key: Requirement) -> bool:
-    """The requirement's one filter beyond the lists' shape: GPU memory (the most varied)."""
-    min_mem = key[1]
-    return min_mem is None or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= min_mem)
-
-
-def requirement(resources: ResourcesSpec) -> Requirement:
-    def norm(values: list[str] | None) -> tuple[str, ...] | None:
-        return None if values is None else tuple(sorted(v.lower() for v in values))
-
-    return (
-        norm(resources.gpu_models),
-        resources.min_gpu_memory_gb,
-        resources.gpus_per_node,
-        resources.nodes,
-        norm(resources.clouds),
-        norm(resources.regions),
-    )
-
-
-Match = Callable[[Offer, Requirement], bool]
-
-# The one offer filter, one rule per resources field (feasibility names the first one that
-# nothing meets). Model, cloud and region match case-insensitively; memory is per GPU; an offer
-# is one node, so it must have exactly `gpus_per_node` GPUs.
-FILTERS: tuple[tuple[str, Match], ...] = (
-    ("gpu_models", lambda o, r: r[0] is None or o.gpu_model.lower() in r[0]),
-    (
-        "min_gpu_memory_gb",
-        lambda o, r: r[1] is None or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= r[1]),
-    ),
-    ("gpus_per_node", lambda o, r: o.gpu_count == r[2]),
-    ("clouds", lambda o, r: r[4] is None or o.cloud.lower() in r[4]),
-    ("regions", lambda o, r: r[5] is None or o.region.lower() in r[5]),
-)
-
-
-def matches(offer: Offer, key: Requirement) -> bool:
-    return all(keep(offer, key) for _, keep in FILTERS)
+    """The requirement's one rule beyond the lists' shape: GPU memory (the most varied)."""
+    return key[1] is None or _MEMORY(o, key)
 
 
 class CandidateIndex:
@@ -161,6 +126,7 @@ class CandidateIndex:
         found = self._cache.get(key)
         if found is None:
             models, _, gpus, nodes, clouds, regions = key
+            assert gpus is not None  # a job's resources always name it
             on_demand, spot, every = self._place(models, gpus, nodes, clouds, regions)
             found = Candidates(key, on_demand, spot, every, self._slots_of(every))
             self._cache[key] = found
@@ -191,11 +157,10 @@ class CandidateIndex:
             return found
         on_demand, spot, every = self._shape(models, gpus, nodes)
         if clouds is not None or regions is not None:
+            need: Requirement = (models, None, gpus, nodes, clouds, regions)
 
             def keep(o: Offer) -> bool:
-                return (clouds is None or o.cloud.lower() in clouds) and (
-                    regions is None or o.region.lower() in regions
-                )
+                return all(rule(o, need) for rule in _WHERE)
 
             on_demand = tuple(o for o in on_demand if keep(o))
             spot = tuple(c for c in spot if keep(c.offer))

@@ -303,3 +303,36 @@ def test_a_big_spot_gang_is_never_placed_where_its_expected_cost_is_infinite() -
         if o.gpu_model == "A100" and o.gpu_count == 8
     )
     assert d.plan.price_per_hour == cheapest * 16
+
+
+def test_the_candidate_index_is_the_one_offer_filter() -> None:
+    """Placement's index, feasibility and the catalog endpoint match offers by the same rules."""
+    from api.placement.candidates import CandidateIndex
+    from api.pricing.catalog import find_offers
+    from api.pricing.requirements import matches, requirement
+    from gpujobs.spec import ResourcesSpec
+
+    offers = default_catalog().offers
+    index = CandidateIndex(offers, priors=default_priors(), rates={}, restart_hours=0.2)
+    cases = [
+        {"gpu_models": ["a100", "H100"], "gpus_per_node": 8},
+        {"gpu_models": ["T4"], "regions": ["US-EAST-1", "us-central1"]},
+        {"min_gpu_memory_gb": 40, "clouds": ["gcp"], "gpus_per_node": 1},
+        {"gpu_models": ["L4"], "min_gpu_memory_gb": 23, "gpus_per_node": 4, "nodes": 2},
+    ]
+    for case in cases:
+        resources = ResourcesSpec.model_validate(case)
+        need = requirement(resources)
+        expected = {o.key for o in offers if matches(o, need)}
+        cands = index.candidates(resources)
+        found = {o.key for o in cands.on_demand} | {c.offer.key for c in cands.spot}
+        assert found == expected, case
+        listed = find_offers(
+            default_catalog(),
+            gpu_model=resources.gpu_models,
+            min_gpu_memory_gb=resources.min_gpu_memory_gb,
+            gpu_count=resources.gpus_per_node,
+            region=resources.regions,
+            cloud=resources.clouds,
+        )
+        assert {o.key for o in listed} == expected, case
