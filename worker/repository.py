@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from api.jobs import repository as jobs
 from api.models import Job, JobAttempt, SpotObservation
 from api.pricing.offers import Offer
 from gpujobs.resources import JobStatus
@@ -42,6 +43,10 @@ def claim_pending(
             .execution_options(synchronize_session=False)
         )
     return ids
+
+
+# The API's query, not a copy: the reconciler and launcher lock a job row the same way.
+job_for_update = jobs.get_for_update
 
 
 def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
@@ -84,10 +89,6 @@ def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | Non
     return session.scalars(
         select(JobAttempt).where(JobAttempt.id == attempt_id).with_for_update()
     ).first()
-
-
-def job_for_update(session: Session, *, job_id: str) -> Job | None:
-    return session.scalars(select(Job).where(Job.id == job_id).with_for_update(of=Job)).first()
 
 
 def spot_observation_for_update(
