@@ -421,3 +421,23 @@ def test_a_pool_that_preempts_a_job_before_its_first_checkpoint_is_backed_off_fo
     schedule_once(cp)
     [*_, attempt] = attempts(session_factory, job_id)
     assert attempt.capacity_type == CapacityType.SPOT.value
+
+
+def test_the_trainer_is_told_the_interval_the_cost_model_priced(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Every spec but one with every_steps gets its interval in the attempt (and so in the
+    trainer's run config): auto is Young/Daly, every_seconds is itself; never the trainer's own
+    default, which the cost model cannot see."""
+    cp = control_plane(settings, session_factory)
+    who = principal(session_factory)
+    auto = submit(session_factory, who)
+    timed = submit(
+        session_factory, who, trainer={"steps": 100, "checkpoint": {"every_seconds": 90}}
+    )
+    stepped = submit(session_factory, who, trainer={"steps": 100, "checkpoint": {"every_steps": 7}})
+    schedule_once(cp)
+    [a] = attempts(session_factory, auto)
+    assert a.checkpoint_every_seconds is not None and a.checkpoint_every_seconds > 0
+    assert attempts(session_factory, timed)[0].checkpoint_every_seconds == 90
+    assert attempts(session_factory, stepped)[0].checkpoint_every_seconds is None
