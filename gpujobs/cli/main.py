@@ -292,6 +292,14 @@ def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         rows.append([i + 1, "*" if plan.chosen else "", *cells, plan.why])
     render.table(["#", "", *(c.upper() for c in PLAN_COLUMNS), "WHY"], rows, out)
     out.write(f"{estimate.decision}: {estimate.reason}\n")
+    q = estimate.quote
+    if q is not None:
+        out.write(
+            f"quote (the policy as it will run): {render.money(q.expected_cost)} expected, "
+            f"{render.money(q.hold_cost)} held of the budget, finish "
+            f"{q.expected_finish.isoformat()[:16].replace('T', ' ')}, "
+            f"P(deadline) {q.p_meet_deadline:.0%}\n"
+        )
     return OK
 
 

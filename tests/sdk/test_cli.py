@@ -149,8 +149,8 @@ def test_estimate_and_logs_against_the_api(
     monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
-    header, *rows, decision = out.splitlines()
-    assert decision.startswith("place: ")
+    header, *rows, decision, quote = out.splitlines()
+    assert decision.startswith("place: ") and quote.startswith("quote (the policy as it will run)")
     assert header.split()[0] == "#"
     assert {"GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST"} <= set(header.split())
     assert rows and rows[0].split()[0] == "1"
