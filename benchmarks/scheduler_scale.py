@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from api.placement import JobState, Reservation, Snapshot, decide
-from api.placement.candidates import requirement
 from api.pricing.catalog import default_catalog
 from api.pricing.preemption import default_priors
+from api.pricing.requirements import requirement
 from gpujobs.spec import CapacityType, JobSpec
 
 SIZES = (100, 1_000, 10_000)
