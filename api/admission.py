@@ -1,23 +1,36 @@
-"""The default admission check at submit: refuse what no capacity could run, and what the team's
-budget cannot pay for (unless the spec asks to wait for budget with on_budget_exceeded: defer).
+"""The default admission check at submit: refuse what no capacity could run, what the scheduler
+would reject, and what the team's budget cannot pay for (unless the spec asks to wait for budget
+with on_budget_exceeded: defer); quote what is accepted and hold that quote against the budget.
 
 Installed by create_app when no other check is given; jobs.service.submit calls it before the
-job is inserted, so a refused spec leaves nothing behind.
+job is inserted, so a refused spec leaves nothing behind. It weighs the spec exactly as the
+scheduler will (api.estimates.planning.weigh: the same snapshot and decide() itself), and quotes
+the policy as it will run (api.placement.quote). The hold is the quote's 90th percentile
+(quote.HOLD_PERCENTILE): budgets count it until the job ends, less what the job has spent.
+Admissions of one team are serialized on its budget row (SELECT ... FOR UPDATE), so concurrent
+submits see each other's holds and cannot overshoot.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from api.budgets import repository as budgets
 from api.budgets.service import remaining_usd
-from api.errors import BudgetExceeded
+from api.errors import BudgetExceeded, InvalidRequest
 from api.estimates import feasibility, planning
 from api.estimates.service import slots
+from api.jobs.service import Admitted
+from api.models import Team
+from api.money import MICRO
+from api.placement.options import MAX_HOURS
 from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
-from api.reservations import repository as reservations
+from api.settings import Settings, get_settings
 from gpujobs.resources import FieldError
 from gpujobs.spec import JobSpec
 
@@ -25,37 +38,64 @@ from gpujobs.spec import JobSpec
 class Admission:
     """Callable as `admission(session=..., team_id=..., spec=..., now=...)`; raises a 422."""
 
-    def __init__(self, *, catalog: Catalog | None = None, priors: Priors | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog | None = None,
+        priors: Priors | None = None,
+        settings: Settings | None = None,
+    ) -> None:
         self._catalog = catalog
         self._priors = priors
+        self._settings = settings
 
-    def __call__(self, *, session: Session, team_id: str, spec: JobSpec, now: datetime) -> None:
+    def __call__(
+        self, *, session: Session, team_id: str, spec: JobSpec, now: datetime
+    ) -> Admitted | None:
         catalog = self._catalog or default_catalog()
         feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
         if spec.estimated_hours is None:
-            return  # without a work estimate there is no cost to compare; the scheduler checks
-        remaining = remaining_usd(session, team_id=team_id, now=now)
-        if remaining is None:
-            return
-        ranked = planning.plans(
-            spec,
+            return None  # without a work estimate there is nothing to quote; the scheduler checks
+        team = session.get(Team, team_id)
+        team_name = team.name if team is not None else team_id
+        budget = budgets.lock(session, team_id=team_id)
+        remaining = None if budget is None else remaining_usd(session, team_id=team_id, now=now)
+        weighed = planning.weigh(
+            session,
+            spec=spec,
+            team_id=team_id,
+            team_name=team_name,
+            now=now,
             catalog=catalog,
             priors=self._priors or default_priors(),
-            now=now,
-            reservations=reservations.with_usage(session, now=now),
+            settings=self._settings or get_settings(),
+            remaining_budget=None,  # compared below, with the numbers in the message
         )
-        if not ranked:
-            return
-        cheapest = min(ranked, key=lambda p: (p.expected_cost, p.offer.key))
-        if cheapest.expected_cost <= remaining + 1e-9:
-            return
+        if weighed.decision == "reject":
+            raise InvalidRequest(
+                f"capacity: {weighed.reason}",
+                fields=[FieldError(field="capacity", reason=weighed.reason)],
+            )
+        q = weighed.quote
+        if q is None or not math.isfinite(q.hold_cost):
+            return None
+        admitted = Admitted(
+            quote_cost_microusd=round(q.expected_cost * MICRO),
+            quote_hold_microusd=round(q.hold_cost * MICRO),
+            quote_finish_at=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
+            quote_p_meet=q.p_meet_deadline,
+            holds_budget=True,
+        )
+        if remaining is None or q.hold_cost <= remaining + 1e-9:
+            return admitted
         if spec.capacity.on_budget_exceeded == "defer":
-            return  # accepted as PENDING; the scheduler defers it until the budget allows
+            # Accepted as PENDING without a hold; the scheduler defers it until the budget allows.
+            return replace(admitted, holds_budget=False)
         reason = (
-            f"the cheapest plan ({cheapest.capacity_type} {cheapest.nodes} x "
-            f"{cheapest.offer.instance_type} in {cheapest.offer.zone}) is expected to cost "
-            f"${cheapest.expected_cost:,.2f}, more than the team's remaining budget this month "
-            f"(${remaining:,.2f}); set capacity.on_budget_exceeded: defer to wait for budget"
+            f"the job is quoted at ${q.expected_cost:,.2f} expected and ${q.hold_cost:,.2f} at the "
+            f"90th percentile (held while it runs), more than team {team_name!r}'s remaining "
+            f"budget this month (${remaining:,.2f}); set capacity.on_budget_exceeded: defer to "
+            "wait for budget"
         )
         raise BudgetExceeded(reason, fields=[FieldError(field="capacity", reason=reason)])
 

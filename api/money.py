@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-MICRO = 1_000_000
+from gpujobs.usage import MICRO as MICRO  # the contract's unit, defined once there
+
 US_PER_HOUR = 3_600 * MICRO
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.pricing.cost_model import RESTART_HOURS
 from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
@@ -83,7 +84,8 @@ class Settings(BaseSettings):
     schedule_batch: int = 1000
     no_capacity_backoff_s: float = 300.0
     restart_hours: float = Field(
-        0.2, description="Provisioning + restore time of a new attempt, as the policy sees it."
+        RESTART_HOURS,
+        description="Provisioning + restore time of a new attempt, as the policy sees it.",
     )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")

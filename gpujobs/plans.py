@@ -4,9 +4,11 @@ reservations and team budgets. Prices are USD per hour, costs USD."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpujobs.resources import Quote
 from gpujobs.spec import CapacityType, Instant
 
 
@@ -47,19 +49,35 @@ class Plan(BaseModel):
     )
     expected_finish: datetime
     p_meet_deadline: float = Field(ge=0, le=1, description="Chance of finishing by the deadline.")
-    checkpoint_every_seconds: float
+    checkpoint_every_seconds: float | None = Field(
+        None, description="What the trainer is told; None: the spec's every_steps applies."
+    )
     reservation_id: str | None = None
     offer: CatalogOffer
+    chosen: bool = Field(False, description="The plan the scheduler would place the job on now.")
+    why: str = Field("", description="Why the scheduler takes it, or why it loses to the chosen.")
+    available: bool = Field(
+        True, description="False: something stops it now (capacity, price cap, free nodes)."
+    )
 
 
 class Estimate(BaseModel):
+    decision: Literal["place", "wait", "reject"] = Field(
+        description="What the scheduler would do with the spec now."
+    )
+    reason: str = Field(description="Why, in the scheduler's words.")
     plans: list[Plan] = Field(
-        description="Likely to meet the deadline first, then cheapest, then soonest."
+        description="The chosen plan first (when there is one), then cheapest expected cost."
     )
     estimated_hours: float
     deadline_at: datetime | None = None
     remaining_budget: float | None = Field(
         None, description="The team's budget left this month, USD; None: no budget set."
+    )
+    quote: Quote | None = Field(
+        None,
+        description="The policy as it will run, not one plan to the end: what submitting now "
+        "would be quoted and hold of the budget; None when nothing could run it.",
     )
     generated_at: datetime
 
@@ -113,4 +131,11 @@ class Budget(BaseModel):
     month_start: datetime = Field(description="Start of the current calendar month (UTC).")
     monthly_usd: float | None = Field(None, description="None: no budget set.")
     spent_usd: float = Field(description="Spent this month so far, running attempts included.")
-    remaining_usd: float | None = Field(None, description="None: no budget set.")
+    held_usd: float = Field(
+        0.0,
+        description="Held for unfinished jobs: each job's quote (90th percentile) less what it "
+        "has spent; released when the job ends.",
+    )
+    remaining_usd: float | None = Field(
+        None, description="Monthly budget - spent - held; None: no budget set."
+    )

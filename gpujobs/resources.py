@@ -103,6 +103,19 @@ class JobEvent(Resource):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class Quote(BaseModel):
+    """What the job is expected to cost and when to finish under the scheduler's policy as it
+    will run (spot while the deadline's slack lasts, on-demand when it must, reservations first),
+    from many simulated runs over each pool's availability."""
+
+    expected_cost: float = Field(description="USD, mean over the simulated runs.")
+    hold_cost: float = Field(
+        description="USD, the 90th percentile: what the team's budget holds until the job ends."
+    )
+    expected_finish: datetime
+    p_meet_deadline: float = Field(ge=0, le=1, description="Share of runs done by the deadline.")
+
+
 class Job(Resource):
     id: str
     team: str
@@ -118,6 +131,7 @@ class Job(Resource):
     attempts: int = Field(0, description="Placements so far.")
     resume_from_step: int | None = None
     progress: Progress | None = None
+    quote: Quote | None = Field(None, description="The quote at submit; None: not quoted.")
 
 
 class ArtifactFile(BaseModel):

@@ -16,7 +16,7 @@ from api.catalog.repository import mark_outage
 from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
-from api.money import cost_microusd
+from api.money import MICRO, cost_microusd
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType, JobSpec
 from worker import repository as repo
@@ -26,7 +26,6 @@ from worker.launching import launch_attempt, stop_attempt
 from worker.outcomes import Outcome, outcome
 
 log = logging.getLogger(__name__)
-MICRO = 1_000_000
 CANCELLED = Outcome("cancelled", (JobStatus.CANCELLED,), "cancelled", started=True)
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from api.jobs import repository as jobs
 from api.models import Job, JobAttempt, SpotObservation
+from api.pricing.offers import Offer
 from gpujobs.resources import JobStatus
 
 
@@ -41,6 +43,10 @@ def claim_pending(
             .execution_options(synchronize_session=False)
         )
     return ids
+
+
+# The API's query, not a copy: the reconciler and launcher lock a job row the same way.
+job_for_update = jobs.get_for_update
 
 
 def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
@@ -85,14 +91,6 @@ def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | Non
     ).first()
 
 
-def job_for_update(session: Session, *, job_id: str) -> Job | None:
-    return session.scalars(select(Job).where(Job.id == job_id).with_for_update(of=Job)).first()
-
-
-def spot_observations(session: Session) -> list[SpotObservation]:
-    return list(session.scalars(select(SpotObservation)))
-
-
 def spot_observation_for_update(
     session: Session, *, zone: str, instance_type: str
 ) -> SpotObservation:
@@ -124,3 +122,34 @@ def release_claims(session: Session, *, token: str) -> None:
         .values(lock_token=None, lock_expires_at=None)
         .execution_options(synchronize_session=False)
     )
+
+
+def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict[str, list[str]]:
+    """Per job: the spot offers (keys) whose attempts were preempted with no checkpoint since
+    they began (the job's resume step is still where the attempt started)."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(
+            JobAttempt.job_id,
+            JobAttempt.cloud,
+            JobAttempt.zone,
+            JobAttempt.instance_type,
+            JobAttempt.gpu_model,
+            JobAttempt.gpu_count,
+        )
+        .join(Job, Job.id == JobAttempt.job_id)
+        .where(
+            JobAttempt.job_id.in_(job_ids),
+            JobAttempt.end_reason == "preempted",
+            JobAttempt.capacity_type == "spot",
+            func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
+        )
+        .order_by(JobAttempt.number)
+    )
+    found: dict[str, list[str]] = {}
+    for job_id, cloud, zone, instance_type, gpu_model, gpu_count in rows:
+        found.setdefault(job_id, []).append(
+            Offer.key_of(cloud, zone, instance_type, gpu_model, gpu_count)
+        )
+    return found

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from api import metrics
-from api.catalog.repository import no_capacity
 from api.database import read_session, transaction
 from api.jobs import lifecycle
-from api.models import JobAttempt, new_id
-from api.placement import decide
+from api.models import Job, JobAttempt, new_id
+from api.placement import decide, world
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from gpujobs.resources import JobStatus
-from gpujobs.spec import JobSpec
 from worker import repository as repo
 from worker import snapshot as snapshots
 from worker.control import ControlPlane
@@ -76,17 +74,23 @@ def _decide_and_apply(
                 pending.append(snapshots.job_state(job))
             except Exception:  # one unreadable job must not stop scheduling for everyone
                 log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
+        strikes = repo.preempted_before_checkpoint(session, job_ids=[j.id for j in pending])
+        pending = [
+            replace(j, avoid=frozenset(strikes[j.id]), spot_strikes=len(strikes[j.id]))
+            if j.id in strikes
+            else j
+            for j in pending
+        ]
         running = [snapshots.job_state(j, a) for j, a in repo.running_jobs_with_attempts(session)]
         if not pending and not running:
             return
         teams = sorted({job.team for job in [*pending, *running]})
-        snapshot = snapshots.build(
+        snapshot = world.snapshot(
+            session,
             now=now,
             jobs=[*pending, *running],
             catalog=cp.catalog,
             priors=cp.priors,
-            observations=repo.spot_observations(session),
-            outages=no_capacity(session, now=now),
             reservations=cp.reservations(session, now),
             budgets=cp.budgets(session, teams, now),
             spot_available=_spot_available(cp),
@@ -129,10 +133,9 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
             result.deferred += 1
 
 
-def _apply_place(session: Session, *, job, place: Place) -> str:  # type: ignore[no-untyped-def]
-    spec = JobSpec.from_stored(job.spec)
-    offer = place.offer
-    on_demand = (offer.on_demand_price or 0.0) * place.nodes
+def _apply_place(session: Session, *, job: Job, place: Place) -> str:
+    plan = place.plan
+    offer = plan.offer
     attempt = JobAttempt(
         id=new_id(),
         job_id=job.id,
@@ -144,19 +147,19 @@ def _apply_place(session: Session, *, job, place: Place) -> str:  # type: ignore
         instance_type=offer.instance_type,
         gpu_model=offer.gpu_model,
         gpu_count=offer.gpu_count,
-        capacity_type=place.capacity_type.value,
-        nodes=place.nodes,
-        price_per_hour=place.price_per_hour,
-        # What the same hours would have cost on-demand: the baseline for savings.
-        on_demand_price_per_hour=on_demand if on_demand > 0 else place.price_per_hour,
-        reservation_id=place.reservation_id,
-        checkpoint_every_seconds=place.checkpoint_every_seconds
-        if spec.trainer.checkpoint.auto
-        else None,
+        capacity_type=plan.capacity_type.value,
+        nodes=plan.nodes,
+        price_per_hour=plan.price_per_hour,
+        on_demand_price_per_hour=plan.on_demand_price_per_hour,
+        reservation_id=plan.reservation_id,
+        # The interval the cost model priced; the trainer is always told it.
+        checkpoint_every_seconds=plan.checkpoint_every_seconds,
         resume_from_step=job.resume_from_step,
     )
     session.add(attempt)
     job.attempts_count += 1
+    if job.quote_hold_microusd is not None:
+        job.holds_budget = True  # a job deferred for budget holds its quote from now on
     lifecycle.switch_status(
         session,
         job,
@@ -166,11 +169,11 @@ def _apply_place(session: Session, *, job, place: Place) -> str:  # type: ignore
             "attempt_id": attempt.id,
             "attempt": attempt.number,
             "offer": offer.key,
-            "capacity_type": place.capacity_type.value,
-            "price_per_hour": place.price_per_hour,
-            "expected_cost": round(place.expected_cost, 4),
-            "expected_finish": place.expected_finish.isoformat(),
-            "p_meet_deadline": round(place.p_meet_deadline, 4),
+            "capacity_type": plan.capacity_type.value,
+            "price_per_hour": plan.price_per_hour,
+            "expected_cost": round(plan.expected_cost, 4),
+            "expected_finish": plan.expected_finish.isoformat(),
+            "p_meet_deadline": round(plan.p_meet_deadline, 4),
         },
     )
     return attempt.id

@@ -1,15 +1,12 @@
-"""Build decide()'s snapshot from the database: jobs, offers, availability, learned rates."""
+"""decide()'s view of jobs from their rows; the rest of the snapshot is api.placement.world's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime
-
-from api.models import Job, JobAttempt, SpotObservation
-from api.placement.snapshot import JobState, Placement, Reservation, Snapshot
-from api.pricing.catalog import Catalog
+from api.models import Job, JobAttempt
+from api.money import MICRO
+from api.placement.snapshot import JobState, Placement, step_seconds
+from api.pricing.cost_model import CHECKPOINT_COST_SECONDS
 from api.pricing.offers import Offer
-from api.pricing.preemption import PreemptionPrior, Priors, posterior_rate
 from gpujobs.spec import CapacityType, JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
@@ -17,9 +14,8 @@ DEFAULT_ESTIMATED_HOURS = 1.0
 
 
 def offer_key(attempt: JobAttempt) -> str:
-    return (
-        f"{attempt.cloud}:{attempt.zone}:{attempt.instance_type}:"
-        f"{attempt.gpu_model}x{attempt.gpu_count}"
+    return Offer.key_of(
+        attempt.cloud, attempt.zone, attempt.instance_type, attempt.gpu_model, attempt.gpu_count
     )
 
 
@@ -36,7 +32,7 @@ def remaining_hours(job: Job, spec: JobSpec) -> float:
     if total and rate and rate > 0:
         samples_per_step = spec.trainer.batch_size * spec.trainer.grad_accum_steps
         steps_per_hour = rate / samples_per_step * 3600.0
-        return max(0.0, (total - done) / steps_per_hour)
+        return max(0.0, float((total - done) / steps_per_hour))
     estimate = spec.estimated_hours or DEFAULT_ESTIMATED_HOURS
     if total:
         return estimate * max(0.0, 1.0 - done / total)
@@ -64,65 +60,11 @@ def job_state(job: Job, attempt: JobAttempt | None = None) -> JobState:
         placement=placement,
         preemptions=job.preemptions,
         restarts=job.restarts,
-        checkpoint_cost_seconds=float((job.progress or {}).get("checkpoint_stall_s") or 30.0),
-    )
-
-
-def learned_rates(
-    observations: Iterable[SpotObservation], *, priors: Priors, regions: Mapping[str, str]
-) -> dict[tuple[str, str], PreemptionPrior]:
-    """Per (zone, instance type): the prior updated with what this service has seen."""
-    rates = {}
-    for row in observations:
-        if row.preemptions == 0 and row.spot_seconds <= 0:
-            continue
-        prior = priors.lookup(
-            zone=row.zone, region=regions.get(row.zone, ""), instance_type=row.instance_type
-        )
-        rates[(row.zone, row.instance_type)] = posterior_rate(
-            prior, row.preemptions, row.spot_seconds / 3600.0
-        )
-    return rates
-
-
-def unavailable(
-    outages: frozenset[tuple[str, str, CapacityType]],
-    *,
-    offers: Iterable[Offer],
-    spot_available: bool | None,
-) -> frozenset[tuple[str, str, CapacityType]]:
-    """Capacity known to be gone: recent no-capacity answers, or the launcher's own spot market."""
-    if spot_available is False:
-        return outages | {
-            (o.zone, o.instance_type, CapacityType.SPOT) for o in offers if o.spot_price
-        }
-    return outages
-
-
-def build(
-    *,
-    now: datetime,
-    jobs: list[JobState],
-    catalog: Catalog,
-    priors: Priors,
-    observations: list[SpotObservation],
-    outages: frozenset[tuple[str, str, CapacityType]],
-    reservations: list[Reservation],
-    budgets: Mapping[str, float | None],
-    spot_available: bool | None,
-    restart_hours: float,
-    step_hours: float,
-) -> Snapshot:
-    regions = {offer.zone: offer.region for offer in catalog.offers}
-    return Snapshot(
-        now=now,
-        jobs=jobs,
-        offers=catalog.offers,
-        unavailable=unavailable(outages, offers=catalog.offers, spot_available=spot_available),
-        reservations=reservations,
-        budgets=budgets,
-        priors=priors,
-        rates=learned_rates(observations, priors=priors, regions=regions),
-        restart_hours=restart_hours,
-        step_hours=step_hours,
+        team_name=job.team.name if job.team is not None else None,
+        checkpoint_cost_seconds=float(
+            (job.progress or {}).get("checkpoint_stall_s") or CHECKPOINT_COST_SECONDS
+        ),
+        step_seconds=step_seconds(spec, job.progress),
+        quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
+        budget_held=job.holds_budget,
     )

@@ -8,7 +8,8 @@ from datetime import datetime
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from api.models import JobAttempt, TeamBudget
+from api.models import Job, JobAttempt, TeamBudget
+from gpujobs.resources import JobStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,47 @@ class Charge:
 
 def get(session: Session, *, team_id: str) -> TeamBudget | None:
     return session.get(TeamBudget, team_id)
+
+
+def lock(session: Session, *, team_id: str) -> TeamBudget | None:
+    """The team's budget row, locked until the transaction ends: admissions of one team queue
+    here, so each sees the holds of those before it (SQLite serializes writers anyway)."""
+    return session.scalars(
+        select(TeamBudget).where(TeamBudget.team_id == team_id).with_for_update()
+    ).first()
+
+
+def holds(session: Session, *, team_id: str) -> dict[str, int]:
+    """Unfinished jobs that hold part of the team's budget: job id -> micro-dollars held."""
+    active = [s.value for s in JobStatus if not s.terminal]
+    rows = session.execute(
+        select(Job.id, Job.quote_hold_microusd).where(
+            Job.team_id == team_id,
+            Job.holds_budget.is_(True),
+            Job.status.in_(active),
+            Job.quote_hold_microusd.is_not(None),
+        )
+    )
+    return {job_id: int(hold) for job_id, hold in rows}
+
+
+def job_charges(session: Session, *, job_ids: list[str]) -> dict[str, list[Charge]]:
+    """Every attempt of these jobs, by job: what each has spent so far."""
+    found: dict[str, list[Charge]] = {job_id: [] for job_id in job_ids}
+    if not job_ids:
+        return found
+    rows = session.execute(
+        select(
+            JobAttempt.job_id,
+            JobAttempt.price_per_hour,
+            JobAttempt.started_at,
+            JobAttempt.ended_at,
+            JobAttempt.cost_microusd,
+        ).where(JobAttempt.job_id.in_(job_ids), JobAttempt.started_at.is_not(None))
+    )
+    for job_id, price, started, ended, cost in rows:
+        found[job_id].append(Charge(price, started, ended, cost))
+    return found
 
 
 def put(session: Session, *, team_id: str, monthly_microusd: int) -> TeamBudget:

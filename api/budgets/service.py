@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from api.auth import Principal
 from api.budgets import repository
-from api.budgets.spend import spent_microusd
+from api.budgets.spend import charge_cost_to, spent_microusd
 from api.errors import Forbidden, NotFound
 from api.models import Team, utcnow
 from api.money import MICRO, month_start
@@ -25,27 +25,42 @@ def spent_this_month(session: Session, *, team_id: str, now: datetime) -> int:
     return spent_microusd(charges, start=start, now=now)
 
 
+def outstanding_holds(session: Session, *, team_id: str, now: datetime) -> dict[str, int]:
+    """Per unfinished job that holds budget: its hold less what it has spent so far (never below
+    zero). The hold shrinks as the job runs and is gone when it ends."""
+    holds = repository.holds(session, team_id=team_id)
+    charges = repository.job_charges(session, job_ids=list(holds))
+    return {
+        job_id: max(0, hold - sum(charge_cost_to(c, now, now=now) for c in charges[job_id]))
+        for job_id, hold in holds.items()
+    }
+
+
 def remaining_usd(session: Session, *, team_id: str, now: datetime) -> float | None:
     """The team's monthly budget minus this month's spend (ended attempts' recorded cost plus
-    running attempts accrued to `now`); None when the team has no budget. May be negative."""
+    running attempts accrued to `now`) minus what unfinished jobs still hold of it; None when
+    the team has no budget. May be negative."""
     budget = repository.get(session, team_id=team_id)
     if budget is None:
         return None
     spent = spent_this_month(session, team_id=team_id, now=now)
-    return (budget.monthly_microusd - spent) / MICRO
+    held = sum(outstanding_holds(session, team_id=team_id, now=now).values())
+    return (budget.monthly_microusd - spent - held) / MICRO
 
 
 def status(session: Session, *, team: Team, now: datetime | None = None) -> Budget:
     now = (now or utcnow()).astimezone(UTC)
     budget = repository.get(session, team_id=team.id)
     spent = spent_this_month(session, team_id=team.id, now=now)
+    held = sum(outstanding_holds(session, team_id=team.id, now=now).values())
     monthly = None if budget is None else budget.monthly_microusd
     return Budget(
         team=team.name,
         month_start=month_start(now),
         monthly_usd=None if monthly is None else monthly / MICRO,
         spent_usd=spent / MICRO,
-        remaining_usd=None if monthly is None else (monthly - spent) / MICRO,
+        held_usd=held / MICRO,
+        remaining_usd=None if monthly is None else (monthly - spent - held) / MICRO,
     )
 
 

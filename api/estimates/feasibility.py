@@ -9,13 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from api.errors import InvalidRequest
-from api.placement.candidates import Requirement, requirement
 from api.pricing.catalog import Catalog
 from api.pricing.offers import Offer
+from api.pricing.requirements import FILTERS, Requirement, requirement
 from gpujobs.resources import FieldError
 from gpujobs.spec import CapacityType, JobSpec, ResourcesSpec
-
-Match = Callable[[Offer, ResourcesSpec], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,34 +23,6 @@ class Slot:
     zone: str
     instance_type: str
     count: int
-
-
-def _lower(values: list[str] | None) -> set[str] | None:
-    return None if values is None else {v.lower() for v in values}
-
-
-def _models(o: Offer, r: ResourcesSpec) -> bool:
-    wanted = _lower(r.gpu_models)
-    return wanted is None or o.gpu_model.lower() in wanted
-
-
-def _memory(o: Offer, r: ResourcesSpec) -> bool:
-    need = r.min_gpu_memory_gb
-    return need is None or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= need)
-
-
-def _gpus(o: Offer, r: ResourcesSpec) -> bool:
-    return o.gpu_count == r.gpus_per_node
-
-
-def _clouds(o: Offer, r: ResourcesSpec) -> bool:
-    wanted = _lower(r.clouds)
-    return wanted is None or o.cloud.lower() in wanted
-
-
-def _regions(o: Offer, r: ResourcesSpec) -> bool:
-    wanted = _lower(r.regions)
-    return wanted is None or o.region.lower() in wanted
 
 
 def _listing(values: set[str]) -> str:
@@ -80,15 +50,6 @@ def _explain(field: str, before: list[Offer], r: ResourcesSpec) -> str:
     )
 
 
-FILTERS: tuple[tuple[str, Match], ...] = (
-    ("gpu_models", _models),
-    ("min_gpu_memory_gb", _memory),
-    ("gpus_per_node", _gpus),
-    ("clouds", _clouds),
-    ("regions", _regions),
-)
-
-
 def _invalid(field: str, reason: str) -> InvalidRequest:
     return InvalidRequest(f"{field}: {reason}", fields=[FieldError(field=field, reason=reason)])
 
@@ -101,13 +62,14 @@ _MATCHED_MAX = 256
 
 def matching_offers(resources: ResourcesSpec, catalog: Catalog) -> tuple[Offer, ...]:
     """Offers with the requested resources; a 422 naming the first requirement nothing meets."""
-    key = (id(catalog), requirement(resources))
+    need = requirement(resources)
+    key = (id(catalog), need)
     cached = _MATCHED.get(key)
     if cached is not None:
         return cached[1]
     found = list(catalog.offers)
     for name, keep in FILTERS:
-        narrowed = [o for o in found if keep(o, resources)]
+        narrowed = [o for o in found if keep(o, need)]
         if not narrowed:
             raise _invalid(f"resources.{name}", _explain(name, found, resources))
         found = narrowed

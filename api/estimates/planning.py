@@ -1,43 +1,58 @@
-"""Plans for a spec from the placement cost model; a spec without a work estimate is a 422."""
+"""Weigh a spec the way the scheduler will: the same snapshot (learned rates, restart time,
+reservations, budgets, capacity known gone), decide() itself, and every plan it considered.
+The estimate endpoint and admission at submit both call `weigh`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
+from sqlalchemy.orm import Session
+
 from api.errors import InvalidRequest
-from api.placement import Plan, Reservation, estimate
+from api.placement import Estimate, estimate, world
+from api.placement.snapshot import prospective
 from api.pricing.catalog import Catalog
 from api.pricing.preemption import Priors
+from api.settings import Settings
 from gpujobs.resources import FieldError
-from gpujobs.spec import CapacityType, JobSpec
-
-ALL = 1_000_000
+from gpujobs.spec import JobSpec
 
 
-def plans(
-    spec: JobSpec,
-    *,
-    catalog: Catalog,
-    priors: Priors,
-    now: datetime,
-    reservations: Sequence[Reservation] = (),
-    unavailable: frozenset[tuple[str, str, CapacityType]] = frozenset(),
-    limit: int = ALL,
-) -> list[Plan]:
-    """Ranked plans (see api.placement.estimate); a spec without `estimated_hours` is a 422."""
+def require_estimate(spec: JobSpec) -> float:
     if spec.estimated_hours is None:
         reason = "needed to estimate cost and finish time (uninterrupted hours on the resources)"
         raise InvalidRequest(
             f"estimated_hours: {reason}",
             fields=[FieldError(field="estimated_hours", reason=reason)],
         )
-    return estimate(
-        spec,
-        catalog,
-        priors,
-        now,
-        reservations=reservations,
-        unavailable=unavailable,
-        limit=limit,
+    return spec.estimated_hours
+
+
+def weigh(
+    session: Session,
+    *,
+    spec: JobSpec,
+    team_id: str,
+    team_name: str | None,
+    now: datetime,
+    catalog: Catalog,
+    priors: Priors,
+    settings: Settings,
+    remaining_budget: float | None,
+    limit: int = 20,
+) -> Estimate:
+    """decide()'s answer for the spec submitted now, and the plans it weighed; a spec without
+    `estimated_hours` is a 422."""
+    require_estimate(spec)
+    job = prospective(spec, team=team_id, team_name=team_name, now=now)
+    snapshot = world.snapshot(
+        session,
+        now=now,
+        jobs=[],
+        catalog=catalog,
+        priors=priors,
+        budgets={team_id: remaining_budget},
+        restart_hours=settings.restart_hours,
+        step_hours=settings.schedule_interval_s / 3600.0,
     )
+    return estimate(snapshot, job, limit=limit)

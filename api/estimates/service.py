@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from api import workloads
 from api.auth import Principal
 from api.budgets.service import remaining_usd
-from api.catalog import repository as capacity
 from api.catalog import views as catalog_views
 from api.estimates import feasibility, planning
 from api.models import utcnow
-from api.placement import Plan
+from api.placement import Weighed
+from api.placement.options import MAX_HOURS
+from api.placement.quote import Quote
 from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.reservations import repository as reservations
+from api.settings import Settings, get_settings
 from gpujobs import plans as contract
+from gpujobs.resources import Quote as QuoteView
 from gpujobs.spec import JobSpec
 
 PLANS_SHOWN = 20
@@ -39,34 +43,55 @@ def estimate(
     catalog: Catalog | None = None,
     priors: Priors | None = None,
     workload_prefixes: Sequence[str] = (),
+    settings: Settings | None = None,
 ) -> contract.Estimate:
-    """Ranked plans with today's reservations (and their free nodes) and without the zones that
-    have no spot capacity now; a spec that nothing could run is a 422 naming the field."""
+    """What the scheduler would do with the spec now (the chosen plan first) and why every other
+    plan loses; a spec that nothing could run is a 422 naming the field."""
     principal.require_team_token()
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
     now = now or utcnow()
     catalog = catalog or default_catalog()
     feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
-    ranked = planning.plans(
-        spec,
+    planning.require_estimate(spec)
+    team_id = principal.team_id
+    remaining = remaining_usd(session, team_id=team_id, now=now) if team_id else None
+    weighed = planning.weigh(
+        session,
+        spec=spec,
+        team_id=team_id,
+        team_name=principal.team_name,
+        now=now,
         catalog=catalog,
         priors=priors or default_priors(),
-        now=now,
-        reservations=reservations.with_usage(session, now=now),
-        unavailable=capacity.no_capacity(session, now=now),
+        settings=settings or get_settings(),
+        remaining_budget=remaining,
         limit=PLANS_SHOWN,
     )
-    team_id = principal.team_id
     return contract.Estimate(
-        plans=[plan(p) for p in ranked],
+        decision=weighed.decision,
+        reason=weighed.reason,
+        plans=[plan(w) for w in weighed.plans],
         estimated_hours=spec.estimated_hours or 0.0,
         deadline_at=spec.deadline_at(now),
-        remaining_budget=remaining_usd(session, team_id=team_id, now=now) if team_id else None,
+        remaining_budget=remaining,
+        quote=_quote(weighed.quote, now),
         generated_at=now,
     )
 
 
-def plan(p: Plan) -> contract.Plan:
+def _quote(q: Quote | None, now: datetime) -> QuoteView | None:
+    if q is None or not math.isfinite(q.hold_cost):
+        return None
+    return QuoteView(
+        expected_cost=q.expected_cost,
+        hold_cost=q.hold_cost,
+        expected_finish=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
+        p_meet_deadline=q.p_meet_deadline,
+    )
+
+
+def plan(w: Weighed) -> contract.Plan:
+    p = w.plan
     return contract.Plan(
         gpu_model=p.offer.gpu_model,
         instance_type=p.offer.instance_type,
@@ -80,4 +105,7 @@ def plan(p: Plan) -> contract.Plan:
         checkpoint_every_seconds=p.checkpoint_every_seconds,
         reservation_id=p.reservation_id,
         offer=catalog_views.offer(p.offer),
+        chosen=w.chosen,
+        why=w.why,
+        available=w.available,
     )

@@ -9,6 +9,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -21,9 +22,22 @@ from api.models import Job, JobAttempt, JobEvent, utcnow
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
+
+@dataclass(frozen=True)
+class Admitted:
+    """What admission recorded about an accepted job: its quote and whether it holds budget."""
+
+    quote_cost_microusd: int | None = None
+    quote_hold_microusd: int | None = None
+    quote_finish_at: datetime | None = None
+    quote_p_meet: float | None = None
+    holds_budget: bool = False
+
+
 # Admission control (budgets, feasibility) is a pluggable check so that `api` stays free of
-# placement details here; pricing installs it. It raises a DomainError to refuse a job.
-AdmissionCheck = Callable[..., None]
+# placement details here; pricing installs it. It raises a DomainError to refuse a job, and may
+# return the job's quote to record.
+AdmissionCheck = Callable[..., Admitted | None]
 
 
 @dataclass(frozen=True)
@@ -62,8 +76,10 @@ def submit(
             fields=[FieldError(field="name", reason="in use by an unfinished job of this team")],
         )
     now = utcnow()
+    admitted = None
     if admission is not None:
-        admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+        admitted = admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+    admitted = admitted or Admitted()
     job = Job(
         team_id=principal.team_id,
         name=spec.name,
@@ -75,6 +91,11 @@ def submit(
         updated_at=now,
         idempotency_key=idempotency_key,
         request_hash=request_hash,
+        quote_cost_microusd=admitted.quote_cost_microusd,
+        quote_hold_microusd=admitted.quote_hold_microusd,
+        quote_finish_at=admitted.quote_finish_at,
+        quote_p_meet=admitted.quote_p_meet,
+        holds_budget=admitted.holds_budget,
     )
     if idempotency_key is None:
         session.add(job)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from api.models import Job, JobAttempt, JobEvent
+from api.money import MICRO
 from gpujobs import resources as r
 from gpujobs.spec import JobSpec
-
-MICRO = 1_000_000
 
 
 def job(row: Job) -> r.Job:
@@ -25,6 +24,22 @@ def job(row: Job) -> r.Job:
         attempts=row.attempts_count,
         resume_from_step=row.resume_from_step,
         progress=r.Progress.model_validate(row.progress) if row.progress else None,
+        quote=quote(row),
+    )
+
+
+def quote(row: Job) -> r.Quote | None:
+    if (
+        row.quote_cost_microusd is None
+        or row.quote_hold_microusd is None
+        or row.quote_finish_at is None
+    ):
+        return None
+    return r.Quote(
+        expected_cost=row.quote_cost_microusd / MICRO,
+        hold_cost=row.quote_hold_microusd / MICRO,
+        expected_finish=row.quote_finish_at,
+        p_meet_deadline=row.quote_p_meet if row.quote_p_meet is not None else 1.0,
     )
 
 

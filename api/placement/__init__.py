@@ -1,13 +1,15 @@
 """Placement: which capacity each job runs on, decided purely from a snapshot."""
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.estimate import Plan, estimate
+from api.placement.estimate import Estimate, Weighed, estimate
+from api.placement.plan import Plan
 from api.placement.policy import decide
 from api.placement.snapshot import JobState, Placement, Reservation, Snapshot
 
 __all__ = [
     "Decision",
     "Defer",
+    "Estimate",
     "JobState",
     "Migrate",
     "Place",
@@ -16,6 +18,7 @@ __all__ = [
     "Reject",
     "Reservation",
     "Snapshot",
+    "Weighed",
     "decide",
     "estimate",
 ]

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from api.pricing.offers import Offer
-from gpujobs.spec import CapacityType
+from api.placement.plan import Plan
 
 
 @dataclass(frozen=True, slots=True)
 class Place:
     job_id: str
-    offer: Offer
-    capacity_type: CapacityType
-    nodes: int
-    price_per_hour: float  # whole job (all nodes), USD/hour
-    reservation_id: str | None
-    checkpoint_every_seconds: float | None  # None: the spec's own every_steps applies
-    expected_cost: float  # marginal USD for the remaining work (0 on reserved)
-    expected_finish: datetime
-    p_meet_deadline: float
+    plan: Plan
     reason: str
 
 

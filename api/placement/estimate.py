@@ -1,124 +1,140 @@
-"""estimate(): ranked plans for a spec before it is submitted (POST /v1/estimate)."""
+"""estimate(): what decide() would do with a spec now, and every plan it weighed.
+
+The estimate runs decide() itself on the snapshot the scheduler would see (learned rates,
+restart time, reservations, budgets, capacity known gone), with the spec as one more pending
+job, so the plan it marks as chosen is the one the scheduler places. Every other plan comes from
+the same enumeration (options.Market) with the same cost function, and says why it loses.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
 
-from api.placement.candidates import CandidateIndex
-from api.placement.snapshot import Reservation
-from api.pricing.catalog import Catalog
-from api.pricing.cost_model import Risk, evaluate
-from api.pricing.offers import Offer
-from api.pricing.preemption import Priors
-from gpujobs.spec import CapacityType, JobSpec
-
-# Plans below this chance of meeting the deadline rank after those above it.
-LIKELY = 0.9
-# Beyond ten years a finish time means nothing (and soon is not a representable datetime).
-MAX_HOURS = 24 * 3650
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.options import Considered, Market, first, outcome, plan
+from api.placement.plan import Plan
+from api.placement.policy import decide
+from api.placement.quote import Quote, quote
+from api.placement.snapshot import JobState, Snapshot
+from gpujobs.spec import CapacityType
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    offer: Offer
-    capacity_type: CapacityType
-    nodes: int
-    price_per_hour: float  # whole job
-    reservation_id: str | None
-    expected_cost: float  # marginal USD (0 on reserved)
-    expected_finish: datetime
-    p_meet_deadline: float
-    checkpoint_every_seconds: float
+class Weighed:
+    plan: Plan
+    chosen: bool
+    why: str  # why the scheduler takes it, or why it loses to the chosen one
+    available: bool = True  # False: something stops it now (capacity, price cap, free nodes)
 
 
-def estimate(
-    spec: JobSpec,
-    catalog: Catalog,
-    priors: Priors,
-    now: datetime,
-    *,
-    reservations: Sequence[Reservation] = (),
-    unavailable: frozenset[tuple[str, str, CapacityType]] = frozenset(),
-    remaining_hours: float | None = None,
-    submitted_at: datetime | None = None,
-    restart_hours: float = 0.2,
-    checkpoint_cost_seconds: float = 30.0,
-    limit: int = 20,
-) -> list[Plan]:
-    """Plans ranked: likely to meet the deadline first, then cheapest expected cost, then
-    soonest finish. Each offer appears at most once per capacity type; spot is evaluated with
-    the offer's preemption prior. Raises ValueError without a work estimate."""
-    work = remaining_hours if remaining_hours is not None else spec.estimated_hours
-    if work is None:
-        raise ValueError("estimated_hours is needed to estimate cost and finish time")
-    deadline = spec.deadline_at(submitted_at or now)
-    hours_left = (deadline - now).total_seconds() / 3600.0 if deadline else None
-    nodes = spec.resources.nodes
-    index = CandidateIndex(catalog.offers, priors=priors, rates={}, restart_hours=restart_hours)
-    cands = index.candidates(spec.resources)
-    allowed = set(spec.capacity.types)
-    cap = spec.capacity.max_price_per_hour
-    risk = Risk(
-        restart_hours=restart_hours,
-        checkpoint_cost_hours=checkpoint_cost_seconds / 3600.0,
-        checkpoint_on_notice=spec.trainer.checkpoint.on_preemption,
-    )
-    options: list[tuple[Offer, CapacityType, float, Risk, str | None]] = []
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    decision: Literal["place", "wait", "reject"]
+    reason: str
+    plans: list[Weighed]  # the chosen one, the best of each other kind, then by expected cost
+    quote: Quote | None  # the policy as it will run (spot while slack lasts, then on-demand...)
+
+
+def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
+    """The decision for `job` (pending, in `snapshot` or added to it) and the plans weighed."""
+    jobs = [j for j in snapshot.jobs if j.id != job.id]
+    market = Market(replace(snapshot, jobs=[*jobs, job]))
+    # Quoted first: decide() weighs the job's budget by its quote's hold, as it will once the
+    # job is admitted with that quote.
+    quoted = policy_quote(market, job, market.snapshot)
+    if quoted is not None and not job.budget_held and math.isfinite(quoted.hold_cost):
+        job = replace(job, quote_usd=quoted.hold_cost)
+    snap = replace(snapshot, jobs=[*jobs, job])
+    decision = _decision_for(decide(snap), job.id)
+    chosen = decision.plan if isinstance(decision, Place) else None
+    if isinstance(decision, Reject):
+        quoted = None
+    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
+    allowed = set(job.spec.capacity.types)
+    free = {r.id: r.free for r in snap.reservations}
+    considered: list[Considered] = []
     if CapacityType.RESERVED in allowed:
-        for r in reservations:
-            offer = cands.by_slot.get((r.zone, r.instance_type))
-            if offer is not None and r.free >= nodes:
-                options.append((offer, CapacityType.RESERVED, r.price_per_hour * nodes, risk, r.id))
-    if CapacityType.ON_DEMAND in allowed:
-        for offer in cands.on_demand:
-            options.append(
-                (offer, CapacityType.ON_DEMAND, (offer.on_demand_price or 0) * nodes, risk, None)
-            )
+        considered += market.reserved(job, free)
     if CapacityType.SPOT in allowed:
-        for c in cands.spot:
-            rate = c.prior.rate * nodes
-            spot_risk = Risk(
-                rate,
-                c.prior.mtta_hours,
-                risk.restart_hours,
-                risk.checkpoint_cost_hours,
-                risk.checkpoint_on_notice,
-            )
-            options.append(
-                (c.offer, CapacityType.SPOT, (c.offer.spot_price or 0) * nodes, spot_risk, None)
-            )
-    plans = []
-    for offer, capacity, price, option_risk, reservation_id in options:
-        if capacity != CapacityType.RESERVED and cap is not None and price > cap + 1e-9:
-            continue
-        if (offer.zone, offer.instance_type, capacity) in unavailable:
-            continue
-        out = evaluate(
-            work_hours=work,
-            price_per_hour=price,
-            capacity=capacity,
-            risk=option_risk,
-            hours_to_deadline=hours_left,
-            checkpoint_every_seconds=spec.trainer.checkpoint.every_seconds,
-        )
-        if out.expected_hours == float("inf"):
-            continue
-        plans.append(
-            Plan(
-                offer=offer,
-                capacity_type=capacity,
-                nodes=nodes,
-                price_per_hour=price,
-                reservation_id=reservation_id,
-                expected_cost=out.expected_cost,
-                expected_finish=now + timedelta(hours=min(out.expected_hours, MAX_HOURS)),
-                p_meet_deadline=out.p_meet_deadline,
-                checkpoint_every_seconds=out.checkpoint_every_seconds,
-            )
-        )
-    plans.sort(
-        key=lambda p: (p.p_meet_deadline < LIKELY, p.expected_cost, p.expected_finish, p.offer.key)
+        considered += market.spot(job)
+    if CapacityType.ON_DEMAND in allowed:
+        considered += market.on_demand(job)
+    weighed = []
+    for c in considered:
+        p = plan(job, c.option, outcome(job, c.option, hours_left), snap.now)
+        is_chosen = chosen is not None and p.key == chosen.key
+        if is_chosen:
+            weighed.append(Weighed(chosen or p, True, decision.reason))
+        else:
+            why = c.unusable or _loses(p, chosen, decision)
+            weighed.append(Weighed(p, False, why, available=c.unusable is None))
+    weighed.sort(key=lambda w: (not w.chosen, w.plan.expected_cost, w.plan.offer.key))
+    # The best of each capacity type right after the chosen plan, so a short list still shows
+    # what on-demand (or spot) would cost.
+    best = {w.plan.capacity_type: w for w in reversed(weighed) if not w.chosen}
+    ahead = sorted(best.values(), key=lambda w: (w.plan.expected_cost, w.plan.offer.key))
+    weighed = (
+        [w for w in weighed if w.chosen]
+        + ahead
+        + [w for w in weighed if not w.chosen and w not in ahead]
     )
-    return plans[:limit]
+    if chosen is not None:
+        return Estimate("place", decision.reason, weighed[:limit], quoted)
+    return Estimate(
+        "wait" if isinstance(decision, Defer) else "reject",
+        decision.reason,
+        weighed[:limit],
+        quoted,
+    )
+
+
+def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
+    """The quote of what decide() will do with the job from now on (see quote.py)."""
+    allowed = set(job.spec.capacity.types)
+    reserved = None
+    if CapacityType.RESERVED in allowed:  # decide() takes a free slot first
+        reserved = first(market.reserved(job, {r.id: r.free for r in snap.reservations}))
+    spot = None
+    if CapacityType.SPOT in allowed:  # the pool it would use now, else the one it waits for
+        spot = first(market.spot(job)) or first(market.spot(job), waiting=True)
+    od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
+    spot_now = (
+        spot is not None
+        and (spot.offer.zone, spot.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
+    )
+    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
+    return quote(
+        job,
+        spot=spot,
+        on_demand=od,
+        reserved=reserved,
+        spot_available_now=spot_now,
+        restart_hours=snap.restart_hours,
+        hours_left=hours_left,
+    )
+
+
+def _decision_for(decisions: list[Decision], job_id: str) -> Decision:
+    for d in decisions:
+        if d.job_id == job_id:
+            return d.to if isinstance(d, Migrate) else d
+    raise AssertionError("decide() returns a decision for every pending job")
+
+
+def _loses(p: Plan, chosen: Plan | None, decision: Decision) -> str:
+    if chosen is None:
+        return f"the scheduler would not place the job now: {decision.reason}"
+    if p.capacity_type == chosen.capacity_type:
+        more = p.expected_cost - chosen.expected_cost
+        if more > 0.005:
+            return f"expected to cost ${more:,.2f} more than the chosen {chosen.offer.zone}"
+        return f"no cheaper than the chosen {chosen.offer.zone}, which comes first"
+    if chosen.capacity_type == CapacityType.RESERVED:
+        return "a free reserved slot is prepaid: it costs nothing more"
+    if chosen.capacity_type == CapacityType.SPOT:
+        return "the deadline's slack allows spot, which is cheaper while it lasts"
+    if p.capacity_type == CapacityType.SPOT:
+        return f"spot loses now: {decision.reason}"
+    return decision.reason

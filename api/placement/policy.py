@@ -10,31 +10,16 @@ step without progress would make the deadline unreachable, even when that costs 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from api.placement.candidates import CandidateIndex, Candidates, SpotCandidate
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.estimate import MAX_HOURS
+from api.placement.options import Market, Option, first, outcome, plan
 from api.placement.slack import Choice, SlackView, choose
-from api.placement.snapshot import JobState, Reservation, Snapshot
-from api.pricing.cost_model import Outcome, Risk, evaluate, young_daly_interval
-from api.pricing.offers import Offer
-from api.pricing.preemption import default_priors
+from api.placement.snapshot import JobState, Snapshot
+from api.pricing.cost_model import Outcome
 from gpujobs.spec import CapacityType
 
 FAR = datetime.max.replace(tzinfo=None)
-
-
-@dataclass(slots=True)
-class _Option:
-    offer: Offer
-    capacity: CapacityType
-    price_per_hour: float  # whole job
-    risk: Risk
-    reservation: Reservation | None = None
-    lifetime_hours: float = float("inf")
 
 
 class _Round:
@@ -42,18 +27,9 @@ class _Round:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.index = CandidateIndex(
-            snapshot.offers,
-            priors=snapshot.priors or default_priors(),
-            rates=snapshot.rates,
-            restart_hours=snapshot.restart_hours,
-        )
+        self.market = Market(snapshot)
         self.free = {r.id: r.free for r in snapshot.reservations}
-        self.pools: dict[tuple[str, str], list[Reservation]] = {}
-        for r in snapshot.reservations:
-            self.pools.setdefault((r.zone, r.instance_type), []).append(r)
         self.budget: dict[str, float | None] = dict(snapshot.budgets)
-        self.offer_by_key = {o.key: o for o in snapshot.offers}
 
 
 def decide(snapshot: Snapshot) -> list[Decision]:
@@ -74,16 +50,15 @@ def decide(snapshot: Snapshot) -> list[Decision]:
 
 
 def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
-    snap = rnd.snapshot
+    snap, market = rnd.snapshot, rnd.market
     spec = job.spec
-    cands = rnd.index.candidates(spec.resources)
-    if not cands.any_offer:
+    if not market.candidates(job).any_offer:
         return Reject(job.id, "no offer in the catalog matches the requested resources")
     allowed = set(spec.capacity.types)
     hours_left = _hours(job.deadline_at - snap.now) if job.deadline_at else None
     current = job.placement if job.state == "running" else None
 
-    reserved = _reserved_option(rnd, job, cands) if CapacityType.RESERVED in allowed else None
+    reserved = first(market.reserved(job, rnd.free)) if CapacityType.RESERVED in allowed else None
     if current is not None and current.capacity_type == CapacityType.RESERVED:
         return None  # prepaid and never preempted: nothing is cheaper or safer
     if reserved is not None:
@@ -93,12 +68,12 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
         if current is None or slack_ok:
             return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
 
-    spot = _spot_option(rnd, job, cands) if CapacityType.SPOT in allowed else None
-    od = _on_demand_option(rnd, job, cands) if CapacityType.ON_DEMAND in allowed else None
+    spot = first(market.spot(job)) if CapacityType.SPOT in allowed else None
+    od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
     if spot is None and od is None:
         if current is not None:
             return None
-        return _nothing_available(job, cands, allowed)
+        return _nothing_available(rnd, job, allowed)
 
     choice = _choice(job, snap, spot, od, hours_left)
     if choice is Choice.WAIT:
@@ -123,94 +98,11 @@ def _hours(delta: timedelta) -> float:
     return delta.total_seconds() / 3600.0
 
 
-def _risk(snap: Snapshot, job: JobState, rate: float = 0.0, mtta: float = 0.0) -> Risk:
-    return Risk(
-        preemption_rate=rate,
-        mtta_hours=mtta,
-        restart_hours=snap.restart_hours,
-        checkpoint_cost_hours=job.checkpoint_cost_seconds / 3600.0,
-        checkpoint_on_notice=job.spec.trainer.checkpoint.on_preemption,
-    )
-
-
-def _within_price(job: JobState, price_per_hour: float) -> bool:
-    cap = job.spec.capacity.max_price_per_hour
-    return cap is None or price_per_hour <= cap + 1e-9
-
-
-def _reserved_option(rnd: _Round, job: JobState, cands: Candidates) -> _Option | None:
-    nodes = job.spec.resources.nodes
-    for slot, offer in cands.by_slot.items():
-        for pool in rnd.pools.get(slot, ()):
-            if rnd.free[pool.id] >= nodes:
-                return _Option(
-                    offer,
-                    CapacityType.RESERVED,
-                    pool.price_per_hour * nodes,
-                    _risk(rnd.snapshot, job),
-                    reservation=pool,
-                )
-    return None
-
-
-def _usable(snap: Snapshot, offer: Offer, capacity: CapacityType) -> bool:
-    return (offer.zone, offer.instance_type, capacity) not in snap.unavailable
-
-
-def _spot_option(rnd: _Round, job: JobState, cands: Candidates) -> _Option | None:
-    snap, nodes = rnd.snapshot, job.spec.resources.nodes
-    current = job.placement if job.state == "running" else None
-    ordered: Iterator[SpotCandidate] = iter(cands.spot)
-    if current is not None and current.capacity_type == CapacityType.SPOT:
-        # Staying where it runs avoids a restart: try the current offer first.
-        ordered = iter(sorted(cands.spot, key=lambda c: c.offer.key != current.offer_key))
-    for c in ordered:
-        price = (c.offer.spot_price or 0.0) * nodes
-        # A job holds the spot capacity it runs on until it is preempted: "no spot here" is
-        # news for new instances, not a reason to leave one that still runs.
-        holds = (
-            current is not None
-            and current.capacity_type == CapacityType.SPOT
-            and (c.offer.key == current.offer_key)
-        )
-        if not _within_price(job, price) or not (
-            holds or _usable(snap, c.offer, CapacityType.SPOT)
-        ):
-            continue
-        rate = c.prior.rate * nodes  # a gang stops when any node is preempted
-        return _Option(
-            c.offer,
-            CapacityType.SPOT,
-            price,
-            _risk(snap, job, rate, c.prior.mtta_hours),
-            lifetime_hours=1.0 / rate if rate > 0 else float("inf"),
-        )
-    return None
-
-
-def _on_demand_option(rnd: _Round, job: JobState, cands: Candidates) -> _Option | None:
-    snap, nodes = rnd.snapshot, job.spec.resources.nodes
-    current = job.placement if job.state == "running" else None
-    if current is not None and current.capacity_type == CapacityType.ON_DEMAND:
-        offer = rnd.offer_by_key.get(current.offer_key)
-        if offer is not None and offer.on_demand_price is not None:
-            return _Option(
-                offer, CapacityType.ON_DEMAND, offer.on_demand_price * nodes, _risk(snap, job)
-            )
-    for offer in cands.on_demand:
-        price = (offer.on_demand_price or 0.0) * nodes
-        if not _within_price(job, price):
-            break  # sorted by price: the rest cost more
-        if _usable(snap, offer, CapacityType.ON_DEMAND):
-            return _Option(offer, CapacityType.ON_DEMAND, price, _risk(snap, job))
-    return None
-
-
 def _choice(
     job: JobState,
     snap: Snapshot,
-    spot: _Option | None,
-    od: _Option | None,
+    spot: Option | None,
+    od: Option | None,
     hours_left: float | None,
 ) -> Choice:
     if od is None:
@@ -248,41 +140,12 @@ def _choice(
     return choose(view)
 
 
-def _outcome(job: JobState, option: _Option, hours_left: float | None, running: bool) -> Outcome:
-    ckpt = job.spec.trainer.checkpoint
-    return evaluate(
-        work_hours=job.remaining_hours,
-        price_per_hour=option.price_per_hour,
-        capacity=option.capacity,
-        risk=option.risk,
-        hours_to_deadline=hours_left,
-        checkpoint_every_seconds=ckpt.every_seconds,
-        already_running=running,
-    )
-
-
-def _place(job: JobState, option: _Option, outcome: Outcome, now: datetime, reason: str) -> Place:
-    ckpt = job.spec.trainer.checkpoint
-    if ckpt.auto:
-        every: float | None = young_daly_interval(
-            job.checkpoint_cost_seconds, option.risk.preemption_rate
-        )
-    else:
-        every = ckpt.every_seconds
-    finish = now + timedelta(hours=min(outcome.expected_hours, MAX_HOURS))
-    return Place(
-        job_id=job.id,
-        offer=option.offer,
-        capacity_type=option.capacity,
-        nodes=job.spec.resources.nodes,
-        price_per_hour=option.price_per_hour,
-        reservation_id=option.reservation.id if option.reservation else None,
-        checkpoint_every_seconds=every,
-        expected_cost=outcome.expected_cost,
-        expected_finish=finish,
-        p_meet_deadline=outcome.p_meet_deadline,
-        reason=reason,
-    )
+def _budget_cost(job: JobState, out: Outcome) -> float:
+    """What placing the job commits of its team's budget: nothing more when its quote is already
+    held; else the quote's hold (the policy as it will run), or this option's expected cost."""
+    if job.budget_held:
+        return 0.0
+    return job.quote_usd if job.quote_usd is not None else out.expected_cost
 
 
 def _over_budget(rnd: _Round, job: JobState, cost: float) -> bool:
@@ -291,30 +154,31 @@ def _over_budget(rnd: _Round, job: JobState, cost: float) -> bool:
 
 
 def _commit(
-    rnd: _Round, job: JobState, option: _Option, hours_left: float | None, reason: str
+    rnd: _Round, job: JobState, option: Option, hours_left: float | None, reason: str
 ) -> Decision:
-    outcome = _outcome(job, option, hours_left, running=False)
-    if _over_budget(rnd, job, outcome.expected_cost):
-        left = rnd.budget.get(job.team)
+    out = outcome(job, option, hours_left)
+    cost = _budget_cost(job, out)
+    if _over_budget(rnd, job, cost):
+        left = rnd.budget.get(job.team) or 0.0
         message = (
-            f"expected cost ${outcome.expected_cost:.2f} exceeds team {job.team!r}'s remaining "
-            f"budget ${left:.2f}"
+            f"expected cost ${cost:.2f} exceeds team {job.team_name or job.team!r}'s "
+            f"remaining budget ${left:.2f}"
         )
         if job.spec.capacity.on_budget_exceeded == "defer":
             return Defer(job.id, message)
         return Reject(job.id, message)
-    _take(rnd, job, option, outcome)
-    return _place(job, option, outcome, rnd.snapshot.now, reason)
+    _take(rnd, job, option, out)
+    return Place(job.id, plan(job, option, out, rnd.snapshot.now), reason)
 
 
 def _migrate(
-    rnd: _Round, job: JobState, option: _Option, hours_left: float | None
+    rnd: _Round, job: JobState, option: Option, hours_left: float | None
 ) -> Decision | None:
-    outcome = _outcome(job, option, hours_left, running=False)
-    if _over_budget(rnd, job, outcome.expected_cost):
+    out = outcome(job, option, hours_left)
+    if _over_budget(rnd, job, _budget_cost(job, out)):
         return None  # keep running where it is rather than move somewhere unaffordable
-    _take(rnd, job, option, outcome)
-    to = _place(job, option, outcome, rnd.snapshot.now, "migrate")
+    _take(rnd, job, option, out)
+    to = Place(job.id, plan(job, option, out, rnd.snapshot.now), "migrate")
     if option.capacity == CapacityType.ON_DEMAND:
         reason = "the deadline's slack is down to its reserve: move to on-demand"
     elif option.capacity == CapacityType.SPOT:
@@ -324,16 +188,17 @@ def _migrate(
     return Migrate(job.id, to, reason)
 
 
-def _take(rnd: _Round, job: JobState, option: _Option, outcome: Outcome) -> None:
+def _take(rnd: _Round, job: JobState, option: Option, out: Outcome) -> None:
     if option.reservation is not None:
         rnd.free[option.reservation.id] -= job.spec.resources.nodes
     left = rnd.budget.get(job.team)
     if left is not None:
-        rnd.budget[job.team] = left - outcome.expected_cost
+        rnd.budget[job.team] = left - _budget_cost(job, out)
 
 
-def _nothing_available(job: JobState, cands: Candidates, allowed: set[CapacityType]) -> Decision:
+def _nothing_available(rnd: _Round, job: JobState, allowed: set[CapacityType]) -> Decision:
     nodes = job.spec.resources.nodes
+    cands = rnd.market.candidates(job)
     prices = [
         p * nodes
         for o in cands.on_demand + tuple(c.offer for c in cands.spot)
@@ -352,4 +217,11 @@ def _nothing_available(job: JobState, cands: Candidates, allowed: set[CapacityTy
         )
     if not prices and CapacityType.RESERVED not in allowed:
         return Reject(job.id, "no matching offer is sold on the allowed capacity types")
+    if allowed == {CapacityType.SPOT}:
+        reasons = [c.unusable for c in rnd.market.spot(job)]
+        if reasons and all(r is not None and "never finish" in r for r in reasons):
+            return Reject(
+                job.id,
+                f"every matching spot pool {reasons[0]}; allow on_demand or use fewer nodes",
+            )
     return Defer(job.id, "no allowed capacity is available now")

@@ -51,7 +51,7 @@ class SlackView:
 
 def reserve(v: SlackView) -> float:
     share = min(1.0, max(0.0, v.hours_left / v.window_hours)) if v.window_hours > 0 else 0.0
-    return RESERVE_SCALE * max(0.0, v.initial_slack) * share**RESERVE_SHAPE
+    return float(RESERVE_SCALE * max(0.0, v.initial_slack) * share**RESERVE_SHAPE)
 
 
 def _worth_spot(v: SlackView, restarts: int) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
+from api.pricing.cost_model import CHECKPOINT_COST_SECONDS, RESTART_HOURS
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from gpujobs.spec import CapacityType, JobSpec
@@ -34,7 +35,14 @@ class JobState:
     placement: Placement | None = None
     preemptions: int = 0
     restarts: int = 0
-    checkpoint_cost_seconds: float = 30.0  # measured stall per checkpoint, when known
+    team_name: str | None = None  # for messages; `team` is the id
+    checkpoint_cost_seconds: float = CHECKPOINT_COST_SECONDS  # measured stall, when known
+    step_seconds: float | None = None  # one optimizer step, when known (every_steps -> seconds)
+    # Spot offers (keys) that preempted this job before its first checkpoint: backed off for it.
+    avoid: frozenset[str] = frozenset()
+    spot_strikes: int = 0  # such preemptions in a row, wherever: SPOT_STRIKES stops spot for it
+    quote_usd: float | None = None  # the hold of its quote at submit (USD), when quoted
+    budget_held: bool = False  # that hold already counts against the team's budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,5 +75,33 @@ class Snapshot:
     priors: Priors | None = None  # None: the shipped priors
     # learned per-(zone, instance_type) posteriors that override the priors
     rates: Mapping[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
-    restart_hours: float = 0.2  # provisioning + restore delay of a new attempt
+    restart_hours: float = RESTART_HOURS  # provisioning + restore delay of a new attempt
     step_hours: float = 1.0 / 60.0  # time until the next decide(): the policy's reaction time
+
+
+def step_seconds(spec: JobSpec, progress: Mapping[str, Any] | None = None) -> float | None:
+    """One optimizer step: measured once the trainer reports, else the spec's estimate / steps."""
+    progress = progress or {}
+    rate = progress.get("samples_per_s")
+    if rate and rate > 0:
+        return float(spec.trainer.batch_size * spec.trainer.grad_accum_steps / rate)
+    total = progress.get("total_steps") or spec.trainer.steps
+    if total and spec.estimated_hours:
+        return float(spec.estimated_hours * 3600.0 / total)
+    return None
+
+
+def prospective(
+    spec: JobSpec, *, team: str, team_name: str | None, now: datetime, job_id: str = "estimate"
+) -> JobState:
+    """A spec about to be submitted, as decide() would see it the moment it is."""
+    return JobState(
+        id=job_id,
+        team=team,
+        spec=spec,
+        submitted_at=now,
+        deadline_at=spec.deadline_at(now),
+        remaining_hours=spec.estimated_hours or 0.0,
+        team_name=team_name,
+        step_seconds=step_seconds(spec),
+    )

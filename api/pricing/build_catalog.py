@@ -89,6 +89,11 @@ def gcp_offers(text: str) -> Iterator[Offer]:
         )
 
 
+def _exact(price: float | None) -> str:
+    """The shortest text that reads back as the same float (`:g` kept 6 significant digits)."""
+    return "" if price is None else repr(price)
+
+
 def render(offers: list[Offer]) -> str:
     out = io.StringIO()
     out.write(HEADER)
@@ -106,8 +111,8 @@ def render(offers: list[Offer]) -> str:
                 "" if o.gpu_memory_gb is None else f"{o.gpu_memory_gb:g}",
                 "" if o.vcpus is None else f"{o.vcpus:g}",
                 "" if o.ram_gb is None else f"{o.ram_gb:g}",
-                "" if o.on_demand_price is None else f"{o.on_demand_price:g}",
-                "" if o.spot_price is None else f"{o.spot_price:g}",
+                _exact(o.on_demand_price),
+                _exact(o.spot_price),
                 int(o.host_estimated),
             ]
         )

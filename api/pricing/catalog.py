@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from api.pricing.offers import Offer
+from api.pricing.requirements import Requirement, matches
 from gpujobs.spec import CapacityType
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -161,20 +162,18 @@ def find_offers(
     price; otherwise by on-demand price (spot-only offers last).
     """
     capacity = None if capacity is None else CapacityType(capacity)
-    models = _lower_set(gpu_model)
-    regions = _lower_set(region)
-    clouds = _lower_set(cloud)
+    need: Requirement = (
+        _lower_tuple(gpu_model),
+        min_gpu_memory_gb,
+        gpu_count,
+        1,
+        _lower_tuple(cloud),
+        _lower_tuple(region),
+    )
     found = [
         o
         for o in catalog.offers
-        if (models is None or o.gpu_model.lower() in models)
-        and (regions is None or o.region.lower() in regions)
-        and (clouds is None or o.cloud.lower() in clouds)
-        and (gpu_count is None or o.gpu_count == gpu_count)
-        and (
-            min_gpu_memory_gb is None
-            or (o.gpu_memory_gb is not None and o.gpu_memory_gb >= min_gpu_memory_gb)
-        )
+        if matches(o, need)
         and (capacity in (None, CapacityType.RESERVED) or o.price(capacity) is not None)
     ]
     price_of = CapacityType.ON_DEMAND if capacity in (None, CapacityType.RESERVED) else capacity
@@ -186,9 +185,9 @@ def find_offers(
     return sorted(found, key=sort_key)
 
 
-def _lower_set(value: str | Iterable[str] | None) -> set[str] | None:
+def _lower_tuple(value: str | Iterable[str] | None) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return {value.lower()}
-    return {v.lower() for v in value}
+        return (value.lower(),)
+    return tuple(sorted(v.lower() for v in value))

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 from gpujobs.spec import CapacityType
 
+# The defaults everything else takes from here: provisioning + restore of a new attempt (the
+# traces' paper's changeover delay), and the stall of one checkpoint until the trainer measures it.
+RESTART_HOURS = 0.2
+CHECKPOINT_COST_SECONDS = 30.0
 MIN_CHECKPOINT_SECONDS = 60.0
 MAX_CHECKPOINT_SECONDS = 24 * 3600.0
 # Beyond this fraction of time lost to preemptions a spot option is treated as unusable.
@@ -41,8 +45,8 @@ class Risk:
 
     preemption_rate: float = 0.0  # per running hour, whole job
     mtta_hours: float = 0.0
-    restart_hours: float = 0.2
-    checkpoint_cost_hours: float = 30.0 / 3600.0
+    restart_hours: float = RESTART_HOURS
+    checkpoint_cost_hours: float = CHECKPOINT_COST_SECONDS / 3600.0
     checkpoint_on_notice: bool = True
 
 
@@ -53,6 +57,33 @@ class Outcome:
     p_meet_deadline: float
     checkpoint_every_seconds: float
     running_hours: float  # billed hours
+
+
+def checkpoint_seconds(
+    *,
+    every_seconds: float | None,
+    every_steps: int | None,
+    step_seconds: float | None,
+    checkpoint_cost_seconds: float,
+    preemption_rate_per_hour: float,
+) -> float:
+    """The interval the trainer will actually use, as the cost model must see it.
+
+    The spec's own interval wins; `every_steps` becomes seconds by the step time when it is known
+    (otherwise Young/Daly stands in); neither set (`auto`) is Young/Daly, which the scheduler
+    tells the trainer, so the trainer's own default never applies to a scheduled attempt."""
+    if every_seconds is not None:
+        return every_seconds
+    if every_steps is not None and step_seconds is not None and step_seconds > 0:
+        return every_steps * step_seconds
+    return young_daly_interval(checkpoint_cost_seconds, preemption_rate_per_hour)
+
+
+def loss_fraction(risk: Risk, checkpoint_every_seconds: float) -> float:
+    """Share of running time lost to preemptions (work since the checkpoint plus the restart)."""
+    tau = checkpoint_every_seconds / 3600.0
+    lost = risk.checkpoint_cost_hours if risk.checkpoint_on_notice else tau / 2.0
+    return risk.preemption_rate * (lost + risk.restart_hours)
 
 
 def evaluate(
@@ -78,7 +109,7 @@ def evaluate(
     per_preemption = lost + risk.restart_hours
     start = 0.0 if already_running else risk.restart_hours
     base = work_hours * overhead
-    loss = rate * per_preemption
+    loss = rate * per_preemption  # loss_fraction()
     if loss >= MAX_LOSS_FRACTION:
         return Outcome(math.inf, math.inf, 0.0, tau_s, math.inf)
     running = start + base / (1.0 - loss)

@@ -25,7 +25,14 @@ class Offer:
     @property
     def key(self) -> str:
         """Stable identity; GCP instance types are shared by GPU models, so the GPUs are in it."""
-        return f"{self.cloud}:{self.zone}:{self.instance_type}:{self.gpu_model}x{self.gpu_count}"
+        return self.key_of(
+            self.cloud, self.zone, self.instance_type, self.gpu_model, self.gpu_count
+        )
+
+    @staticmethod
+    def key_of(cloud: str, zone: str, instance_type: str, gpu_model: str, gpu_count: int) -> str:
+        """The key of an offer known by its identity alone (an attempt row, say)."""
+        return f"{cloud}:{zone}:{instance_type}:{gpu_model}x{gpu_count}"
 
     def price(self, capacity: CapacityType) -> float | None:
         """Price per node-hour on a capacity type; reserved capacity is priced by its pool."""

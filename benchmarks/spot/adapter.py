@@ -100,7 +100,7 @@ class OursPolicy:
             if isinstance(decision, Migrate):
                 decision = decision.to
             if isinstance(decision, Place):
-                action = str(decision.capacity_type)
+                action = str(decision.plan.capacity_type)
             elif placement is None:
                 action = IDLE  # Defer
         elif placement is None:

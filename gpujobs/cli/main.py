@@ -354,6 +354,7 @@ def _plan_row(rank: int, plan: Plan) -> tuple[object, ...]:
     o = plan.offer
     return (
         rank,
+        "*" if plan.chosen else "",
         f"{o.cloud}/{o.region}/{o.zone}",
         o.instance_type,
         f"{plan.nodes}x{o.gpu_count}x{o.gpu_model}",
@@ -362,6 +363,7 @@ def _plan_row(rank: int, plan: Plan) -> tuple[object, ...]:
         render.money(plan.expected_cost),
         f"{plan.p_meet_deadline:.0%}",
         render.when(plan.expected_finish),
+        plan.why,
     )
 
 
@@ -371,11 +373,14 @@ def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         render.print_json(estimate, out)
         return OK
     if not estimate.plans:
-        out.write("no plan can run this spec\n")
+        out.write(f"no plan can run this spec: {estimate.reason}\n")
         return OK
     rows = [_plan_row(i + 1, plan) for i, plan in enumerate(estimate.plans)]
-    headers = ("#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H", "EXPECTED", "P(MEET)")
-    render.table((*headers, "FINISH"), rows, out)
+    headers = ("#", "", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H", "EXPECTED", "P(MEET)")
+    render.table((*headers, "FINISH", "WHY"), rows, out)
+    out.write(f"{estimate.decision}: {estimate.reason}\n")
+    if estimate.quote is not None:
+        out.write(render.quote_line(estimate.quote) + "\n")
     return OK
 
 

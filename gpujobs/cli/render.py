@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus
+from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus, Quote
 
 
 def money(usd: float | None) -> str:
@@ -44,6 +44,15 @@ def event_figures(data: dict[str, Any]) -> str:
             value = json.dumps(value, separators=(",", ":"))
         parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+def quote_line(quote: Quote) -> str:
+    """The policy as it will run, in one line: what is expected, held, and when it ends."""
+    return (
+        f"quote (the policy as it will run): {money(quote.expected_cost)} expected, "
+        f"{money(quote.hold_cost)} held of the budget, finish {when(quote.expected_finish)} UTC, "
+        f"P(meet deadline) {quote.p_meet_deadline:.0%}"
+    )
 
 
 def event_line(event: JobEvent) -> str:

@@ -30,7 +30,7 @@ def plans_in_zone(body: dict[str, object]) -> list[tuple[str, str | None]]:
     return [
         (p["capacity_type"], p["reservation_id"])
         for p in plans
-        if p["zone"] == ZONE and p["instance_type"] == TYPE
+        if p["zone"] == ZONE and p["instance_type"] == TYPE and p["available"]
     ]
 
 
@@ -44,8 +44,11 @@ def test_ranked_plans_without_creating_a_job(client: TestClient, auth: dict[str,
     assert first["offer"]["gpu_model"] == "T4" and first["offer"]["region"] == "us-east-1"
     assert first["nodes"] == 1 and first["expected_cost"] > 0 and first["price_per_hour"] > 0
     assert first["checkpoint_every_seconds"] > 0 and 0 <= first["p_meet_deadline"] <= 1
-    likely = [p for p in plans if p["p_meet_deadline"] >= 0.9]
-    assert [p["expected_cost"] for p in likely] == sorted(p["expected_cost"] for p in likely)
+    assert body["decision"] == "place" and first["chosen"] and first["why"] == body["reason"]
+    assert not any(p["chosen"] for p in plans[1:]) and all(p["why"] for p in plans[1:])
+    # after the best plan of each other capacity type, cheapest expected cost first
+    rest = [p["expected_cost"] for p in plans[3:]]
+    assert rest == sorted(rest)
     assert client.get("/v1/jobs", headers=auth).json()["items"] == []
 
 
@@ -73,7 +76,9 @@ def test_reserved_plans_use_free_reservation_nodes(
     started = datetime.now(UTC) - timedelta(minutes=5)
     add_attempt(session_factory, started_at=started, nodes=2, reservation_id=created["id"])
     body = client.post(URL, json=spec(), headers=auth).json()
-    assert all(p["reservation_id"] is None for p in body["plans"])
+    assert body["plans"][0]["reservation_id"] is None
+    full = [p for p in body["plans"] if p["reservation_id"] == created["id"]]
+    assert full and not full[0]["available"] and "free nodes" in full[0]["why"]
 
 
 def test_zones_without_spot_capacity_are_left_out(

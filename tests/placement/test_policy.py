@@ -1,3 +1,4 @@
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -73,29 +74,35 @@ def snap(jobs: list[JobState], **kw: object) -> Snapshot:
 def test_reserved_first_and_never_double_booked() -> None:
     pool = Reservation("r1", "p3.2xlarge", "us-east-1a", count=3, in_use=1, price_per_hour=2.0)
     out = decide(snap([job(i) for i in range(5)], reservations=[pool]))
-    reserved = [d for d in out if isinstance(d, Place) and d.reservation_id == "r1"]
+    reserved = [d for d in out if isinstance(d, Place) and d.plan.reservation_id == "r1"]
     assert len(reserved) == 2  # two free slots, five jobs
-    assert all(d.expected_cost == 0.0 and d.capacity_type == "reserved" for d in reserved)
+    assert all(d.plan.expected_cost == 0.0 and d.plan.capacity_type == "reserved" for d in reserved)
 
 
 def test_priorities_win_scarce_reservations() -> None:
     pool = Reservation("r1", "p3.2xlarge", "us-east-1a", count=1, in_use=0, price_per_hour=2.0)
     jobs = [job(1, priority=10), job(2, priority=90), job(3, priority=50)]
     out = {d.job_id: d for d in decide(snap(jobs, reservations=[pool]))}
-    assert isinstance(out["j2"], Place) and out["j2"].reservation_id == "r1"
-    assert all(not (isinstance(d, Place) and d.reservation_id) for k, d in out.items() if k != "j2")
+    assert isinstance(out["j2"], Place) and out["j2"].plan.reservation_id == "r1"
+    assert all(
+        not (isinstance(d, Place) and d.plan.reservation_id) for k, d in out.items() if k != "j2"
+    )
 
 
 def test_zone_is_chosen_by_expected_cost_and_ample_slack_rides_spot() -> None:
     (d,) = decide(snap([job(1, hours=10, deadline=40)]))
-    assert isinstance(d, Place) and d.capacity_type == "spot" and d.offer.zone == "us-east-1b"
-    assert d.checkpoint_every_seconds is not None and d.checkpoint_every_seconds > 0
+    assert (
+        isinstance(d, Place)
+        and d.plan.capacity_type == "spot"
+        and d.plan.offer.zone == "us-east-1b"
+    )
+    assert d.plan.checkpoint_every_seconds is not None and d.plan.checkpoint_every_seconds > 0
 
 
 def test_no_slack_goes_on_demand_even_when_spot_is_cheaper() -> None:
     (d,) = decide(snap([job(1, hours=10, deadline=10.3)]))
-    assert isinstance(d, Place) and d.capacity_type == "on_demand"
-    assert d.offer.zone == "us-west-2b"  # cheapest on-demand
+    assert isinstance(d, Place) and d.plan.capacity_type == "on_demand"
+    assert d.plan.offer.zone == "us-west-2b"  # cheapest on-demand
 
 
 def test_spot_unavailable_with_slack_waits() -> None:
@@ -118,7 +125,7 @@ def test_running_on_demand_moves_back_to_spot_when_slack_returns() -> None:
         placement=Placement(od.key, CapacityType.ON_DEMAND, NOW - timedelta(hours=1)),
     )
     (d,) = decide(snap([running]))
-    assert isinstance(d, Migrate) and d.to.capacity_type == "spot"
+    assert isinstance(d, Migrate) and d.to.plan.capacity_type == "spot"
 
 
 def test_a_running_spot_job_keeps_its_instance_when_spot_disappears() -> None:
@@ -208,20 +215,24 @@ def test_invariants_over_random_snapshots(
         if not isinstance(d, Place):
             continue
         spec = by_id[d.job_id].spec
-        assert d.capacity_type in spec.capacity.types
-        assert spec.resources.regions is None or d.offer.region in spec.resources.regions
-        if d.capacity_type != "reserved":
+        assert d.plan.capacity_type in spec.capacity.types
+        assert spec.resources.regions is None or d.plan.offer.region in spec.resources.regions
+        if d.plan.capacity_type != "reserved":
             cap = spec.capacity.max_price_per_hour
-            assert cap is None or d.price_per_hour <= cap + 1e-9
-            assert (d.offer.zone, d.offer.instance_type, d.capacity_type) not in unavailable
+            assert cap is None or d.plan.price_per_hour <= cap + 1e-9
+            assert (
+                d.plan.offer.zone,
+                d.plan.offer.instance_type,
+                d.plan.capacity_type,
+            ) not in unavailable
         else:
             slots += spec.resources.nodes
-        spent[by_id[d.job_id].team] = spent.get(by_id[d.job_id].team, 0.0) + d.expected_cost
+        spent[by_id[d.job_id].team] = spent.get(by_id[d.job_id].team, 0.0) + d.plan.expected_cost
         # meetable on on-demand -> placed so that it is still met
         j = by_id[d.job_id]
         hours_left = (j.deadline_at - NOW).total_seconds() / 3600
-        if hours_left >= j.remaining_hours + 0.2 and d.capacity_type == "on_demand":
-            assert d.p_meet_deadline == 1.0
+        if hours_left >= j.remaining_hours + 0.2 and d.plan.capacity_type == "on_demand":
+            assert d.plan.p_meet_deadline == 1.0
     assert slots <= free
     if budget is not None:
         assert all(v <= budget + 1e-6 for v in spent.values())
@@ -237,16 +248,91 @@ def test_invariants_over_random_snapshots(
         assert slots > 0
 
 
-def test_estimate_ranks_likely_and_cheap_first() -> None:
-    spec = job(1, hours=10, deadline=40).spec
-    plans = estimate(spec, default_catalog(), default_priors(), NOW, limit=50)
-    assert plans
-    likely = [p for p in plans if p.p_meet_deadline >= 0.9]
-    assert plans[: len(likely)] == likely
-    costs = [p.expected_cost for p in likely]
+def test_estimate_marks_what_decide_places_and_says_why_the_rest_lose() -> None:
+    j = job(1, hours=10, deadline=40)
+    catalog = default_catalog()
+    world = Snapshot(now=NOW, jobs=[], offers=catalog.offers, priors=default_priors())
+    out = estimate(world, j, limit=500)
+    assert out.decision == "place"
+    (placed,) = decide(Snapshot(now=NOW, jobs=[j], offers=catalog.offers, priors=default_priors()))
+    assert isinstance(placed, Place)
+    assert out.plans[0].chosen and out.plans[0].plan == placed.plan
+    assert sum(w.chosen for w in out.plans) == 1
+    rest = out.plans[1:]
+    assert rest and all(w.why for w in rest)
+    assert all(w.plan.offer.gpu_model == "V100" for w in out.plans)
+    costs = [w.plan.expected_cost for w in rest[2:]]  # after the best other spot and on-demand
     assert costs == sorted(costs)
-    assert all(p.offer.gpu_model == "V100" for p in plans)
-    assert {p.capacity_type for p in plans} <= {CapacityType.SPOT, CapacityType.ON_DEMAND}
-    pool = Reservation("r", plans[0].offer.instance_type, plans[0].offer.zone, 2, 0, 3.0)
-    with_pool = estimate(spec, default_catalog(), default_priors(), NOW, reservations=[pool])
-    assert with_pool[0].capacity_type == "reserved" and with_pool[0].expected_cost == 0.0
+    spot = placed.plan
+    pool = Reservation("r", spot.offer.instance_type, spot.offer.zone, 2, 0, 3.0)
+    with_pool = estimate(replace(world, reservations=[pool]), j)
+    assert with_pool.plans[0].chosen and with_pool.plans[0].plan.capacity_type == "reserved"
+    assert with_pool.plans[0].plan.expected_cost == 0.0
+    assert any("prepaid" in w.why for w in with_pool.plans[1:])
+
+
+def gang(types: list[str]) -> JobState:
+    spec = JobSpec.model_validate(
+        {
+            "name": "gang",
+            "trainer": {"steps": 1000},
+            "resources": {"gpu_models": ["A100"], "gpus_per_node": 8, "nodes": 16},
+            "capacity": {"types": types},
+            "estimated_hours": 10,
+        }
+    )
+    return JobState("g", "t", spec, NOW, None, 10.0)
+
+
+def test_a_big_spot_gang_is_never_placed_where_its_expected_cost_is_infinite() -> None:
+    """Measured: a 16-node x 8 x A100 spot gang with no deadline was placed with an expected
+    finish in 2034, and not even on the cheapest zone."""
+    offers = default_catalog().offers
+    (d,) = decide(Snapshot(now=NOW, jobs=[gang(["spot"])], offers=offers, priors=default_priors()))
+    assert isinstance(d, Reject) and "never finish" in d.reason
+    (d,) = decide(
+        Snapshot(
+            now=NOW, jobs=[gang(["spot", "on_demand"])], offers=offers, priors=default_priors()
+        )
+    )
+    assert isinstance(d, Place) and d.plan.capacity_type == "on_demand"
+    assert d.plan.expected_cost < float("inf") and d.plan.expected_finish < NOW + timedelta(days=2)
+    cheapest = min(
+        o.on_demand_price or float("inf")
+        for o in offers
+        if o.gpu_model == "A100" and o.gpu_count == 8
+    )
+    assert d.plan.price_per_hour == cheapest * 16
+
+
+def test_the_candidate_index_is_the_one_offer_filter() -> None:
+    """Placement's index, feasibility and the catalog endpoint match offers by the same rules."""
+    from api.placement.candidates import CandidateIndex
+    from api.pricing.catalog import find_offers
+    from api.pricing.requirements import matches, requirement
+    from gpujobs.spec import ResourcesSpec
+
+    offers = default_catalog().offers
+    index = CandidateIndex(offers, priors=default_priors(), rates={}, restart_hours=0.2)
+    cases = [
+        {"gpu_models": ["a100", "H100"], "gpus_per_node": 8},
+        {"gpu_models": ["T4"], "regions": ["US-EAST-1", "us-central1"]},
+        {"min_gpu_memory_gb": 40, "clouds": ["gcp"], "gpus_per_node": 1},
+        {"gpu_models": ["L4"], "min_gpu_memory_gb": 23, "gpus_per_node": 4, "nodes": 2},
+    ]
+    for case in cases:
+        resources = ResourcesSpec.model_validate(case)
+        need = requirement(resources)
+        expected = {o.key for o in offers if matches(o, need)}
+        cands = index.candidates(resources)
+        found = {o.key for o in cands.on_demand} | {c.offer.key for c in cands.spot}
+        assert found == expected, case
+        listed = find_offers(
+            default_catalog(),
+            gpu_model=resources.gpu_models,
+            min_gpu_memory_gb=resources.min_gpu_memory_gb,
+            gpu_count=resources.gpus_per_node,
+            region=resources.regions,
+            cloud=resources.clouds,
+        )
+        assert {o.key for o in listed} == expected, case

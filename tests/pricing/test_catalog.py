@@ -1,3 +1,8 @@
+import csv
+from pathlib import Path
+
+import pytest
+
 from api.pricing.build_catalog import aws_offers, gcp_offers
 from api.pricing.catalog import clean_offers, default_catalog, find_offers, parse_catalog
 from gpujobs.spec import CapacityType
@@ -85,3 +90,28 @@ def test_find_offers_filters_and_sorts() -> None:
     assert regional and all(o.region == "us-west-2" and o.cloud == "aws" for o in regional)
     assert find_offers(catalog, gpu_model="no-such-gpu") == []
     assert all((o.gpu_memory_gb or 0) >= 80 for o in find_offers(catalog, min_gpu_memory_gb=80))
+
+
+def _source(name: str) -> Path:
+    here = Path(__file__).resolve()
+    for root in (here.parents[3] / "shared", here.parents[4] / "shared", Path("/work/shared")):
+        if (root / "data" / "gpu-prices" / name).exists():
+            return root / "data" / "gpu-prices" / name
+    pytest.skip("the reference data (shared/data) is not next to this checkout")
+
+
+def test_shipped_aws_prices_are_the_source_prices_exactly() -> None:
+    """The catalog once kept 6 significant digits: 138 AWS cells differed from the source."""
+    cheapest: dict[str, float] = {}
+    for row in csv.DictReader(_source("aws_gpu_vms.csv").open()):
+        if not row["AcceleratorCount"] or not row["Price"]:
+            continue
+        count = int(float(row["AcceleratorCount"]))
+        zone, instance, model = row["AvailabilityZone"], row["InstanceType"], row["AcceleratorName"]
+        key = f"aws:{zone}:{instance}:{model}x{count}"
+        price = float(row["Price"])
+        cheapest[key] = min(price, cheapest.get(key, price))  # duplicate rows merge to the cheapest
+    shipped = default_catalog().by_key()
+    assert len(cheapest) > 500
+    differ = [k for k, price in cheapest.items() if shipped[k].on_demand_price != price]
+    assert differ == []

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from api.pricing.cost_model import Risk, evaluate, young_daly_interval
+from api.pricing.cost_model import Risk, checkpoint_seconds, evaluate, young_daly_interval
 from api.pricing.preemption import PreemptionPrior, default_priors, posterior_rate
 from gpujobs.spec import CapacityType
 
@@ -74,3 +74,21 @@ def test_shipped_priors_have_a_default_and_fall_back_by_region() -> None:
     assert region is not priors.default
     unknown = priors.lookup(zone="x", region="mars-1", instance_type="p5.48xlarge")
     assert unknown is priors.default
+
+
+def test_the_checkpoint_interval_is_what_the_trainer_will_use() -> None:
+    yd = young_daly_interval(30.0, 0.5)
+    common = {"checkpoint_cost_seconds": 30.0, "preemption_rate_per_hour": 0.5}
+    assert (
+        checkpoint_seconds(every_seconds=120.0, every_steps=None, step_seconds=2.0, **common) == 120
+    )
+    # every_steps is seconds by the step time once it is known, Young/Daly until then
+    assert (
+        checkpoint_seconds(every_seconds=None, every_steps=500, step_seconds=2.0, **common) == 1000
+    )
+    assert (
+        checkpoint_seconds(every_seconds=None, every_steps=500, step_seconds=None, **common) == yd
+    )
+    assert (
+        checkpoint_seconds(every_seconds=None, every_steps=None, step_seconds=2.0, **common) == yd
+    )

@@ -174,14 +174,16 @@ def test_estimate_and_logs_against_the_api(
     monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
-    header, *rows = out.splitlines()
+    header, *rows, decision, quote = out.splitlines()
+    assert decision.startswith("place: ") and quote.startswith("quote (the policy as it will run)")
     assert header.split()[:6] == ["#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H"]
-    assert rows and rows[0].split()[0] == "1"
-    assert rows[0].split()[1].count("/") == 2  # cloud/region/zone
+    first = rows[0].split()
+    assert first[:2] == ["1", "*"]  # the plan the scheduler would choose now comes first
+    assert first[2].count("/") == 2  # cloud/region/zone
     code, out = gpujobs("estimate", GPT_SMALL, "--json")
     with Client(api.url, team_token) as gj:
         printed = json.loads(out)
-        assert {"plans", "estimated_hours", "generated_at"} <= set(printed)
+        assert {"plans", "decision", "reason", "quote", "generated_at"} <= set(printed)
         ranked = [(p["offer"]["key"], p["capacity_type"]) for p in printed["plans"]]
         estimate = gj.estimate(GPT_SMALL)
         assert ranked == [(p.offer.key, p.capacity_type.value) for p in estimate.plans]

@@ -122,13 +122,13 @@ def test_logs_are_text_and_follow_streams_chunks(gj: Client, api: LiveApi) -> No
     assert "".join(gj.logs(job.id, follow=True)) == text  # the job has ended: the stream ends
 
 
-def test_estimate_returns_the_ranked_plans(gj: Client) -> None:
-    plans = gj.estimate(job_body("priced", estimated_hours=2, deadline_hours=12)).plans
-    assert plans
-    likely = [p.p_meet_deadline >= 0.9 for p in plans]
-    assert likely == sorted(likely, reverse=True)  # plans likely to meet the deadline come first
-    costs = [p.expected_cost for p in plans if p.p_meet_deadline >= 0.9]
-    assert costs == sorted(costs)  # and among them the cheapest first
+def test_estimate_returns_the_contracts_model(gj: Client) -> None:
+    estimate = gj.estimate(job_body("priced", estimated_hours=2, deadline_hours=12))
+    assert estimate.decision == "place" and estimate.plans
+    assert estimate.plans[0].chosen and estimate.plans[0].why == estimate.reason
+    assert not any(p.chosen for p in estimate.plans[1:])
+    costs = [p.expected_cost for p in estimate.plans[3:]]
+    assert costs == sorted(costs)  # after the best of each other capacity type, cheapest first
     with pytest.raises(errors.InvalidSpec) as caught:
         gj.estimate(job_body("unpriced"))  # no estimated_hours: nothing to price
     assert [f.field for f in caught.value.fields] == ["estimated_hours"]

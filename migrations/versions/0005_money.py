@@ -1,0 +1,39 @@
+"""the quote at submit on each job, and whether it holds the team's budget
+
+Revision ID: 0005_money
+Revises: 0004_tokens
+Create Date: 2026-12-02
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0005_money"
+down_revision: str | None = "0004_tokens"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+# Plain ALTER TABLE, never a batch copy: on SQLite a batch recreates `jobs`, and dropping the
+# old table with foreign keys on would cascade-delete every attempt, event and token.
+def upgrade() -> None:
+    op.add_column("jobs", sa.Column("quote_cost_microusd", sa.BigInteger(), nullable=True))
+    op.add_column("jobs", sa.Column("quote_hold_microusd", sa.BigInteger(), nullable=True))
+    op.add_column("jobs", sa.Column("quote_finish_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("jobs", sa.Column("quote_p_meet", sa.Float(), nullable=True))
+    op.add_column(
+        "jobs", sa.Column("holds_budget", sa.Boolean(), nullable=False, server_default=sa.false())
+    )
+
+
+def downgrade() -> None:
+    for column in (
+        "holds_budget",
+        "quote_p_meet",
+        "quote_finish_at",
+        "quote_hold_microusd",
+        "quote_cost_microusd",
+    ):
+        op.drop_column("jobs", column)
