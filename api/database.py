@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.settings import Settings
@@ -27,7 +28,7 @@ def make_engine(settings: Settings) -> Engine:
     )
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> None:
     # SQLite has no SELECT ... FOR UPDATE, and pysqlite only says BEGIN at the first write, so a
     # read-then-write could act on a row another transaction changed meanwhile (a cancel undone
     # by the reconciler). Take the transaction into our hands: see _sqlite_begin_immediate.
@@ -40,7 +41,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
-def _sqlite_begin_immediate(connection) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_begin_immediate(connection: Connection) -> None:
     """Every transaction takes SQLite's write lock when it starts: transactions that read and then
     write run one at a time, which is what row locks give us on PostgreSQL."""
     connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -18,7 +18,7 @@ from api import metrics
 from api.catalog.repository import no_capacity
 from api.database import transaction
 from api.jobs import lifecycle
-from api.models import JobAttempt, new_id
+from api.models import Job, JobAttempt, new_id
 from api.placement import decide
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from gpujobs.resources import JobStatus
@@ -129,7 +129,7 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
             result.deferred += 1
 
 
-def _apply_place(session: Session, *, job, place: Place) -> str:  # type: ignore[no-untyped-def]
+def _apply_place(session: Session, *, job: Job, place: Place) -> str:
     spec = JobSpec.from_stored(job.spec)
     offer = place.offer
     on_demand = (offer.on_demand_price or 0.0) * place.nodes

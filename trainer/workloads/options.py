@@ -25,7 +25,7 @@ class Options:
             raise ConfigError(
                 f"workload {self.workload!r}: option {name} must be {kind.__name__}, got {value!r}"
             )
-        if minimum is not None and value < minimum:  # type: ignore[operator]
+        if minimum is not None and value < minimum:  # type: ignore[operator]  # minimum comes with numeric defaults only
             raise ConfigError(f"workload {self.workload!r}: option {name} must be >= {minimum}")
         return value
 

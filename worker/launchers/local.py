@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG
@@ -40,7 +40,7 @@ class LocalLauncher:
         market: SpotMarket | None = None,
         notice_s: float = 10.0,
         python: str = sys.executable,
-        clock=time.time,  # type: ignore[no-untyped-def]
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.root = Path(root)  # created by the first launch: readers may mount it read-only
         self.market = market
