@@ -15,6 +15,8 @@ run: install
 test: install system-deps services
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 $(BIN)/python:
@@ -39,6 +41,8 @@ services:
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format:
 	$(BIN)/ruff check --fix .

@@ -1,4 +1,5 @@
-"""The FastAPI application. Composition roots (api.main, worker.standalone) call `create_app`."""
+"""The FastAPI application. Composition roots (worker.api_app in production, worker.standalone,
+api.main without logs) call `create_app`."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import anyio
@@ -92,7 +92,7 @@ PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
 def respond(
-    body: BaseModel | list[BaseModel] | dict[str, Any],
+    body: BaseModel | Sequence[BaseModel] | dict[str, Any],
     *,
     status_code: int = 200,
     headers: dict[str, str] | None = None,
@@ -100,7 +100,7 @@ def respond(
     """Serialize a contract model directly: it was validated when built, so don't again."""
     if isinstance(body, BaseModel):
         content = body.model_dump_json()
-    elif isinstance(body, list):
+    elif isinstance(body, Sequence):
         content = "[" + ",".join(item.model_dump_json() for item in body) + "]"
     else:
         content = json.dumps(body)

@@ -340,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         "notice_checkpoint_off": [],
     }
     for i in range(args.runs):
-        for mode, on in (("notice_checkpoint_on", True), ("notice_checkpoint_off", False)):
-            run = one_run(on_preemption=on, up_s=args.up_s, gap_s=args.gap_s)
+        for mode, notice in (("notice_checkpoint_on", True), ("notice_checkpoint_off", False)):
+            run = one_run(on_preemption=notice, up_s=args.up_s, gap_s=args.gap_s)
             runs[mode].append(run)
             print(
                 f"[{mode} {i + 1}/{args.runs}] notice->resumed {run['notice_to_resumed_s']:.2f} s"

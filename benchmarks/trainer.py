@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from gpujobs.runtime import RunConfig
+from gpujobs.spec import TrainerSpec
 from tests.s3server import S3Server, start_s3_server
 from trainer.checkpoint import Checkpointer, open_store
 from trainer.loop import Trainer
@@ -44,17 +45,19 @@ OVERHEAD_ARGS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "block_size": 128}
 STALL_ARGS = {"n_layer": 6, "n_head": 8, "n_embd": 384, "block_size": 128}
 
 
-def spec(steps: int, args: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "workload": "gpt",
-        "steps": steps,
-        "batch_size": 8,
-        "amp": "off",
-        "dataloader": {"num_workers": 0},
-        "checkpoint": {"every_steps": 10_000_000},
-        "args": args,
-        **extra,
-    }
+def spec(steps: int, args: dict[str, Any], **extra: Any) -> TrainerSpec:
+    return TrainerSpec.model_validate(
+        {
+            "workload": "gpt",
+            "steps": steps,
+            "batch_size": 8,
+            "amp": "off",
+            "dataloader": {"num_workers": 0},
+            "checkpoint": {"every_steps": 10_000_000},
+            "args": args,
+            **extra,
+        }
+    )
 
 
 def bare_loop_steps_per_s(steps: int) -> tuple[float, float]:

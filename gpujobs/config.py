@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class Credentials:
     source: str  # where the token came from: "argument", "environment", a file path, or "none"
 
 
-def credentials_path(environ: dict[str, str] | None = None) -> Path:
+def credentials_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     configured = env.get(CREDENTIALS_ENV)
     if configured:
@@ -57,7 +58,7 @@ def resolve(
     *,
     url: str | None = None,
     token: str | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Credentials:
     env = os.environ if environ is None else environ
     path = credentials_path(env)

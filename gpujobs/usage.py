@@ -49,27 +49,27 @@ class UsageGroup(BaseModel):
     wasted_cost_microusd: int = 0
     cost_microusd_by_capacity_type: dict[str, int] = Field(default_factory=dict)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def cost(self) -> float:
         return self.cost_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def on_demand_cost(self) -> float:
         return self.on_demand_cost_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def savings_microusd(self) -> int:
         return self.on_demand_cost_microusd - self.cost_microusd
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def savings(self) -> float:
         return self.savings_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def savings_pct(self) -> float | None:
         """Savings as a percentage of the on-demand cost; None when that is zero."""
@@ -77,7 +77,7 @@ class UsageGroup(BaseModel):
             return None
         return round(100 * self.savings_microusd / self.on_demand_cost_microusd, 2)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def lost_cost(self) -> float:
         return self.lost_cost_microusd / MICRO
@@ -94,24 +94,24 @@ class BudgetUsage(BaseModel):
     monthly_budget_microusd: int | None = Field(None, description="None: no budget set.")
     used_microusd: int = Field(0, description="Spent this month so far.")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def monthly_budget(self) -> float | None:
         return usd(self.monthly_budget_microusd)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def used(self) -> float:
         return self.used_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def left_microusd(self) -> int | None:
         if self.monthly_budget_microusd is None:
             return None
         return self.monthly_budget_microusd - self.used_microusd
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def left(self) -> float | None:
         return usd(self.left_microusd)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Connection, create_engine, pool
 
 from api.models import Base
 from api.settings import Settings
@@ -38,7 +38,7 @@ def run_migrations_online() -> None:
         _run(connection)
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     # Batch mode lets ALTERs work on SQLite (which rebuilds tables) and is a no-op on PostgreSQL.
     context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
     with context.begin_transaction():

@@ -116,7 +116,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, spec.learning_rate, dist.device)
         try:
             self.sampler = ResumableSampler(
-                len(self.workload.train_dataset),  # type: ignore[arg-type]
+                len(self.workload.train_dataset),  # type: ignore[arg-type]  # torch's Dataset has no __len__
                 batch_size=spec.batch_size,
                 rank=dist.rank,
                 world_size=dist.world_size,
@@ -275,7 +275,7 @@ class Trainer:
         for micro in range(accum):
             batch = self.stream.next()
             syncing = micro == accum - 1 or not self.dist.distributed
-            no_sync = contextlib.nullcontext() if syncing else self.train_model.no_sync()  # type: ignore[operator]
+            no_sync = contextlib.nullcontext() if syncing else self.train_model.no_sync()  # type: ignore[operator]  # DDP only
             with no_sync:
                 with self.precision.autocast():
                     loss = self.workload.loss_fn(self.train_model, batch)

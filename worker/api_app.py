@@ -1,4 +1,5 @@
-"""The API served with the launcher's log reader: `uvicorn worker.api_app:app` (production).
+"""The production API entry point: `uvicorn worker.api_app:app`, the API with the launcher's log
+reader.
 
 `api` never imports `worker`, so the pieces of the API that need launcher code (logs) are
 composed here, on the worker side, like the embedded default in worker.standalone.

@@ -20,6 +20,7 @@ from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings
 from worker.launchers.base import Launcher
+from worker.launchers.spot_market import SpotMarket
 
 # Hooks that read team budgets and reservation usage; they come from api's budget and
 # reservation services, and default to "no caps, no reservations".
@@ -78,7 +79,7 @@ def make_launcher(settings: Settings) -> Launcher:
 DEFAULT_TRACE = Path(__file__).parent / "launchers" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
 
 
-def make_market(settings: Settings):  # type: ignore[no-untyped-def]
+def make_market(settings: Settings) -> SpotMarket | None:
     from worker.launchers.spot_market import RateMarket, TraceMarket, market_origin
 
     if settings.spot_market == "trace":

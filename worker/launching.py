@@ -11,7 +11,7 @@ import logging
 
 from api.auth import issue_token
 from api.database import transaction
-from api.models import JobAttempt
+from api.models import Job, JobAttempt
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import CapacityType, JobSpec
 from worker import repository as repo
@@ -64,7 +64,7 @@ def stop_attempt(cp: ControlPlane, *, handle: str) -> None:
         log.exception("stopping %s failed; the reconciler retries", handle)
 
 
-def _request(cp: ControlPlane, *, job, attempt: JobAttempt, token: str) -> LaunchRequest:  # type: ignore[no-untyped-def]
+def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> LaunchRequest:
     spec = JobSpec.from_stored(job.spec)
     settings = cp.settings
     run_config = RunConfig(

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import uvicorn
+from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from api.auth import authenticate
@@ -30,7 +31,7 @@ from worker.loops import InProcessLoops
 log = logging.getLogger("gpujobs")
 
 
-def ensure_default_team(settings: Settings, factory) -> str | None:  # type: ignore[no-untyped-def]
+def ensure_default_team(settings: Settings, factory: sessionmaker[Session]) -> str | None:
     """Create the default team on first start, and make sure the credentials file holds a token
     this database accepts (it may come from another checkout or an older database)."""
     with transaction(factory) as session:
@@ -45,7 +46,7 @@ def ensure_default_team(settings: Settings, factory) -> str | None:  # type: ign
     return token
 
 
-def _credentials_work(session, settings: Settings) -> bool:  # type: ignore[no-untyped-def]
+def _credentials_work(session: Session, settings: Settings) -> bool:
     try:
         saved = json.loads(settings.credentials_file.read_text())
         principal = authenticate(session, authorization=f"Bearer {saved['token']}", admin_token="")

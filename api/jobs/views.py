@@ -5,7 +5,7 @@ from __future__ import annotations
 from api.models import Job, JobAttempt, JobEvent
 from api.money import MICRO
 from gpujobs import resources as r
-from gpujobs.spec import JobSpec
+from gpujobs.spec import CapacityType, JobSpec
 
 
 def job(row: Job) -> r.Job:
@@ -54,7 +54,7 @@ def attempt(row: JobAttempt) -> r.JobAttempt:
         instance_type=row.instance_type,
         gpu_model=row.gpu_model,
         gpu_count=row.gpu_count,
-        capacity_type=row.capacity_type,
+        capacity_type=CapacityType(row.capacity_type),
         nodes=row.nodes,
         price_per_hour=row.price_per_hour,
         reservation_id=row.reservation_id,
@@ -73,8 +73,8 @@ def event(row: JobEvent) -> r.JobEvent:
         id=row.id,
         job_id=row.job_id,
         at=row.at,
-        from_status=row.from_status,
-        to_status=row.to_status,
+        from_status=None if row.from_status is None else r.JobStatus(row.from_status),
+        to_status=r.JobStatus(row.to_status),
         reason=row.reason,
         data=row.data or {},
     )

@@ -21,6 +21,7 @@ constants); see benchmarks/spot_policy.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -51,7 +52,7 @@ class SlackView:
 
 def reserve(v: SlackView) -> float:
     share = min(1.0, max(0.0, v.hours_left / v.window_hours)) if v.window_hours > 0 else 0.0
-    return float(RESERVE_SCALE * max(0.0, v.initial_slack) * share**RESERVE_SHAPE)
+    return RESERVE_SCALE * max(0.0, v.initial_slack) * math.pow(share, RESERVE_SHAPE)
 
 
 def _worth_spot(v: SlackView, restarts: int) -> bool:

@@ -179,8 +179,8 @@ def aggregate(
 
     for index, row in enumerate(rows):
         if row.started_at is None:
-            if _preempted_in(row, start, end):
-                for totals in bucket(row, row.ended_at):  # type: ignore[arg-type]
+            if row.ended_at is not None and _preempted_in(row, start, end):
+                for totals in bucket(row, row.ended_at):
                     totals.preemptions += 1
             continue
         run = _Run(row=row, start=row.started_at, end=max(row.started_at, row.ended_at or now))

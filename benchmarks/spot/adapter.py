@@ -20,7 +20,7 @@ class OursPolicy:
     def __init__(self, trace_name: str, setting: Setting) -> None:
         from api.pricing.offers import Offer
         from api.pricing.preemption import default_priors
-        from gpujobs.spec import JobSpec
+        from gpujobs.spec import CapacitySpec, JobSpec, TrainerSpec
 
         s = setting
         self.setting = s
@@ -40,8 +40,8 @@ class OursPolicy:
         )
         self.spec = JobSpec(
             name="sim",
-            trainer={"steps": 1, "checkpoint": {"on_preemption": True}},
-            capacity={"types": ["spot", "on_demand"]},
+            trainer=TrainerSpec.model_validate({"steps": 1, "checkpoint": {"on_preemption": True}}),
+            capacity=CapacitySpec.model_validate({"types": ["spot", "on_demand"]}),
             estimated_hours=s.work * s.gap_hours,
             deadline_hours=s.deadline * s.gap_hours,
         )

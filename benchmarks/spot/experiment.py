@@ -99,9 +99,10 @@ def summarize(rows: list[dict[str, object]], n_starts: int) -> dict[str, object]
     pooled: dict[tuple[str, float, str], dict[str, list[float]]] = {}
     for row in rows:
         results = row["results"]
-        assert isinstance(results, dict)
+        fraction = row["fraction"]
+        assert isinstance(results, dict) and isinstance(fraction, float)
         for policy, res in results.items():
-            acc = pooled.setdefault((str(row["set"]), float(row["fraction"]), policy), {})
+            acc = pooled.setdefault((str(row["set"]), fraction, policy), {})
             for k, values in res.items():
                 acc.setdefault(k, []).extend(values)
     for (set_name, fraction, policy), acc in sorted(pooled.items()):
