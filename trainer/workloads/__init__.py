@@ -96,11 +96,11 @@ def _user_builder(name: str) -> Builder:
         raise ConfigError(f"workload {name!r}: {module_name} has no function {attr}")
     declared = getattr(module, "OPTIONS", None)
     if declared is None:
-        return builder  # type: ignore[no-any-return]  # the operator's module, undeclared options
+        return builder  # the operator's module: its options are not declared
     options = _declared_options(name, declared)
 
     def checked(args: dict[str, Any]) -> Workload:
-        return builder(parse_options(options, args))  # type: ignore[no-any-return]  # user code
+        return builder(parse_options(options, args))
 
     return checked
 
