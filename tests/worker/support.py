@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -97,7 +98,9 @@ def principal(factory: sessionmaker[Session], team: str = "team-a") -> Principal
 
 
 def submit(factory: sessionmaker[Session], who: Principal, **spec: Any) -> str:
-    body: dict[str, Any] = {"name": "train", "trainer": {"steps": 100}, "estimated_hours": 1.0}
+    # A name is unique among a team's unfinished jobs: tests submit many at once.
+    name = f"train-{uuid.uuid4().hex[:8]}"
+    body: dict[str, Any] = {"name": name, "trainer": {"steps": 100}, "estimated_hours": 1.0}
     body.update(spec)
     with transaction(factory) as session:
         submitted = jobs.submit(

@@ -55,9 +55,9 @@ def test_two_schedulers_place_every_job_exactly_once(pg_settings: Settings) -> N
     engines = [make_engine(pg_settings) for _ in range(2)]
     factories = [make_session_factory(engine) for engine in engines]
     who = principal(factories[0])
-    spec = JobSpec.model_validate({"name": "train", "trainer": {"steps": 100}})
     with transaction(factories[0]) as session:
-        for _ in range(JOBS):
+        for number in range(JOBS):
+            spec = JobSpec.model_validate({"name": f"train-{number}", "trainer": {"steps": 100}})
             jobs.submit(session, principal=who, spec=spec, idempotency_key=None)
     recorders = [RecordingLauncher(), RecordingLauncher()]
     planes = [control_plane(pg_settings, f, r) for f, r in zip(factories, recorders, strict=True)]
