@@ -69,6 +69,9 @@ def submit(
         if existing is not None:
             return _replay(existing, request_hash)
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
+    # A team's submits queue on its row (PostgreSQL; SQLite serializes writers anyway), so two
+    # concurrent submits of one name cannot both find it free.
+    repository.lock_team(session, team_id=principal.team_id)
     if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
         raise Conflict(
             f"the team already has an unfinished job named {spec.name!r}: wait for it, cancel "
