@@ -61,14 +61,16 @@ def make_launcher(settings: Settings) -> Launcher:
     )
 
 
+# Shipped with the package (public data, see its README) so a clone needs no reference data set.
+DEFAULT_TRACE = Path(__file__).parent / "launchers" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
+
+
 def make_market(settings: Settings):  # type: ignore[no-untyped-def]
     from worker.launchers.spot_market import RateMarket, TraceMarket, market_origin
 
     if settings.spot_market == "trace":
-        if not settings.spot_trace:
-            raise ValueError("GPUJOBS_SPOT_MARKET=trace needs GPUJOBS_SPOT_TRACE (a trace file)")
         return TraceMarket.from_file(
-            Path(settings.spot_trace),
+            Path(settings.spot_trace) if settings.spot_trace else DEFAULT_TRACE,
             time_scale=settings.spot_trace_time_scale,
             t0=market_origin(settings.home),
         )

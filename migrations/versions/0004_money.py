@@ -1,7 +1,7 @@
 """the quote at submit on each job, and whether it holds the team's budget
 
 Revision ID: 0004_money
-Revises: 0003
+Revises: 0004_tokens
 Create Date: 2026-12-02
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004_money"
-down_revision: str | None = "0003"
+down_revision: str | None = "0004_tokens"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

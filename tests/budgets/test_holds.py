@@ -53,7 +53,9 @@ def test_sequential_submits_never_commit_more_than_the_budget(
     client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
 ) -> None:
     set_budget(client, 3.99)
-    outcomes = [client.post("/v1/jobs", json=SPEC, headers=auth) for _ in range(12)]
+    outcomes = [
+        client.post("/v1/jobs", json={**SPEC, "name": f"held-{i}"}, headers=auth) for i in range(12)
+    ]
     accepted = [r.json() for r in outcomes if r.status_code == 201]
     refused = [r.json() for r in outcomes if r.status_code == 422]
     assert accepted and refused and len(accepted) + len(refused) == 12
@@ -74,11 +76,11 @@ def test_concurrent_submits_cannot_overshoot(
         pytest.skip("SQLite serializes writers itself; row locks are PostgreSQL's")
     who = principal(session_factory)
     set_budget(client, 3.0)
-    spec = JobSpec.model_validate(SPEC)
     start = threading.Barrier(10)
     results: list[str] = []
 
-    def submit() -> None:
+    def submit(i: int) -> None:
+        spec = JobSpec.model_validate({**SPEC, "name": f"held-{i}"})
         start.wait()
         try:
             with transaction(session_factory) as session:
@@ -93,7 +95,7 @@ def test_concurrent_submits_cannot_overshoot(
         except BudgetExceeded:
             results.append("refused")
 
-    threads = [threading.Thread(target=submit) for _ in range(10)]
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(10)]
     for t in threads:
         t.start()
     for t in threads:

@@ -283,8 +283,12 @@ def test_a_team_budget_covers_only_what_it_can_pay(
     """Budgets are spent within one pass: the second job does not get the first one's money."""
     cp = control_plane(settings, session_factory, RecordingLauncher())
     who = principal(session_factory)
-    first = submit(session_factory, who, priority=90, capacity={"types": ["on_demand"]})
-    second = submit(session_factory, who, priority=10, capacity={"types": ["on_demand"]})
+    first = submit(
+        session_factory, who, name="first", priority=90, capacity={"types": ["on_demand"]}
+    )
+    second = submit(
+        session_factory, who, name="second", priority=10, capacity={"types": ["on_demand"]}
+    )
     schedule_once(control_plane(settings, session_factory, RecordingLauncher()))
     one_job = attempts(session_factory, first)[0].price_per_hour  # 1 estimated hour on-demand
     with transaction(session_factory) as session:  # start over with both pending again
@@ -325,7 +329,8 @@ def _estimate_then_schedule(
             remaining_budget=None,
         )
     assert weighed.decision == "place" and weighed.plans[0].chosen
-    job_id = submit(session_factory, who, trainer={"steps": 1000}, **spec)
+    name = "j" + new_id()[-12:]
+    job_id = submit(session_factory, who, name=name, trainer={"steps": 1000}, **spec)
     schedule_once(cp)
     [attempt] = attempts(session_factory, job_id)
     return weighed.plans[0].plan, attempt
@@ -431,11 +436,11 @@ def test_the_trainer_is_told_the_interval_the_cost_model_priced(
     default, which the cost model cannot see."""
     cp = control_plane(settings, session_factory)
     who = principal(session_factory)
-    auto = submit(session_factory, who)
-    timed = submit(
-        session_factory, who, trainer={"steps": 100, "checkpoint": {"every_seconds": 90}}
-    )
-    stepped = submit(session_factory, who, trainer={"steps": 100, "checkpoint": {"every_steps": 7}})
+    auto = submit(session_factory, who, name="auto")
+    every_90_s = {"steps": 100, "checkpoint": {"every_seconds": 90}}
+    every_7_steps = {"steps": 100, "checkpoint": {"every_steps": 7}}
+    timed = submit(session_factory, who, name="timed", trainer=every_90_s)
+    stepped = submit(session_factory, who, name="stepped", trainer=every_7_steps)
     schedule_once(cp)
     [a] = attempts(session_factory, auto)
     assert a.checkpoint_every_seconds is not None and a.checkpoint_every_seconds > 0
