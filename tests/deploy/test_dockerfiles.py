@@ -110,6 +110,54 @@ def test_image_entry_points_exist(module: str) -> None:
     )
 
 
+def test_migrations_run_from_the_installed_wheel(tmp_path: Path) -> None:
+    """What the images hold: the project installed from its wheel, no checkout, no alembic.ini.
+    `python -m api.admin migrate` (and create-team, which migrates first) must find the migrations
+    inside the installed distribution."""
+    wheels, target, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "cwd"
+    elsewhere.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    built = subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("gpujobs-*.whl")
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert sorted(p.name for p in (target / "migrations/versions").glob("*.py")) == sorted(
+        p.name for p in (REPO / "migrations/versions").glob("*.py")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
+    # The wheel's copy comes first on sys.path, ahead of the checkout's editable install.
+    env["PYTHONPATH"] = str(target)
+    env["GPUJOBS_HOME"] = str(tmp_path / "home")
+    env["GPUJOBS_DATABASE_URL"] = f"sqlite:///{tmp_path / 'gpujobs.db'}"
+    probe = "import api.migrate as m; print(m.migrations_dir())"
+    where = subprocess.run(
+        [sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()) == target / "migrations"
+    result = subprocess.run(
+        [sys.executable, "-m", "api.admin", "create-team", "acme"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), "create-team prints the team's token"
+
+
 def test_migrations_run_from_the_api_image_layout(tmp_path: Path) -> None:
     """The image has only alembic.ini and migrations/ in its WORKDIR; the code is installed."""
     workdir = tmp_path / "app"
