@@ -59,6 +59,12 @@ class Settings(BaseSettings):
         60.0, description="Simulated seconds per wall-clock second for the spot market."
     )
     spot_notice_s: float = Field(10.0, description="Preemption notice: SIGTERM, then SIGKILL.")
+    drain_on_shutdown: bool = Field(
+        False,
+        description="Local launcher: a stopping worker stops its trainers (checkpoint, then "
+        "resume later) instead of leaving them running; for containers, whose processes die "
+        "with the worker.",
+    )
     # Kubernetes launcher
     k8s_namespace: str = "gpujobs"
     k8s_instance_type_label: str = "node.kubernetes.io/instance-type"
