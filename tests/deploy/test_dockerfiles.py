@@ -78,6 +78,27 @@ def test_api_image_has_a_healthcheck_and_migrations() -> None:
     assert '"uvicorn", "worker.api_app:app"' in cmd
 
 
+def test_torch_is_pinned_and_the_trainer_has_cpu_and_cuda_variants() -> None:
+    """One torch everywhere (the version the venv and CI use); the trainer picks its build by a
+    build arg: CPU (default, from a local wheel when present) or a CUDA index such as cu128."""
+    pinned = "ARG TORCH_VERSION=2.13.0"
+    trainer = (REPO / "docker/trainer.Dockerfile").read_text()
+    worker = DOCKERFILES["worker"].read_text()
+    install = (REPO / "docker/install-torch.sh").read_text()
+    for text in (trainer, worker):
+        assert pinned in text
+        assert "ARG TORCH_VARIANT=cpu" in text
+        assert "download.pytorch.org/whl/${TORCH_VARIANT}" in text
+        assert not re.search(r"torch\s*>=", text), "an open torch range pulls the CUDA build"
+    assert '"torch==$TORCH_VERSION"' in install
+    assert 'torch-"$TORCH_VERSION"+"$TORCH_VARIANT"-*.whl' in install
+    steps = _instructions(REPO / "docker/trainer.Dockerfile")
+    final = steps[max(i for i, (op, _) in enumerate(steps) if op == "FROM") :]
+    # The wheel is copied into the build stage only: the final image holds the venv, not the file.
+    assert not any(op == "COPY" and "wheels" in args for op, args in final)
+    assert ("ENTRYPOINT", '["python", "-m", "trainer"]') in final
+
+
 def test_worker_image_can_add_the_trainer() -> None:
     steps = _instructions(DOCKERFILES["worker"])
     assert "INSTALL_TRAINER=0" in [args for op, args in steps if op == "ARG"]
