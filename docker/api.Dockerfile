@@ -7,12 +7,22 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${PYTHON_IMAGE}
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PYTHONDONTWRITEBYTECODE=1
-RUN python -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PATH=/opt/venv/bin:$PATH \
+    GPUJOBS_HOST=0.0.0.0 \
+    GPUJOBS_PORT=8000 \
+    GPUJOBS_HOME=/var/lib/gpujobs
+RUN groupadd --system --gid 10001 gpujobs \
+ && useradd --system --uid 10001 --gid gpujobs --home-dir /app --no-create-home \
+      --shell /usr/sbin/nologin gpujobs \
+ && mkdir -p /app /var/lib/gpujobs /var/lib/gpujobs-secrets \
+ && chown gpujobs:gpujobs /var/lib/gpujobs /var/lib/gpujobs-secrets \
+ && chmod 700 /var/lib/gpujobs-secrets \
+ && python -m venv /opt/venv
 WORKDIR /src
 # 1) Dependencies only, resolved from pyproject.toml: this layer is reused until pyproject changes.
 COPY pyproject.toml ./
@@ -27,22 +37,8 @@ COPY worker ./worker
 COPY trainer ./trainer
 COPY migrations ./migrations
 RUN pip install --no-deps . \
+ && rm -rf /src/build /src/*.egg-info \
  && python -c "import api.migrate as m; m.migrations_dir()"
-
-FROM ${PYTHON_IMAGE}
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PATH=/opt/venv/bin:$PATH \
-    GPUJOBS_HOST=0.0.0.0 \
-    GPUJOBS_PORT=8000 \
-    GPUJOBS_HOME=/var/lib/gpujobs
-RUN groupadd --system --gid 10001 gpujobs \
- && useradd --system --uid 10001 --gid gpujobs --home-dir /app --no-create-home \
-      --shell /usr/sbin/nologin gpujobs \
- && mkdir -p /app /var/lib/gpujobs /var/lib/gpujobs-secrets \
- && chown gpujobs:gpujobs /var/lib/gpujobs /var/lib/gpujobs-secrets \
- && chmod 700 /var/lib/gpujobs-secrets
-COPY --from=build /opt/venv /opt/venv
 COPY docker/entrypoint.sh /usr/local/bin/gpujobs-entrypoint
 WORKDIR /app
 # For `alembic upgrade head` run by hand (or by a chart) from WORKDIR; the admin CLI does not

@@ -1,12 +1,12 @@
 #!/bin/sh
-# Install torch==$TORCH_VERSION (+ numpy) into the active venv: from a matching wheel in
-# /tmp/wheels when there is one (a machine without the PyTorch index), else from
-# $TORCH_INDEX_URL, whose local-version builds (+cpu, +cu128) win over PyPI's default CUDA build.
+# Install torch==$TORCH_VERSION (+ numpy) into the active venv: the exact local build
+# torch==$TORCH_VERSION+$TORCH_VARIANT from $TORCH_FIND_LINKS when that is set (a wheel served by
+# the build host), else from $TORCH_INDEX_URL, whose local-version builds (+cpu, +cu128) win over
+# PyPI's default CUDA build.
 set -eu
-wheel=$(ls /tmp/wheels/torch-"$TORCH_VERSION"+"$TORCH_VARIANT"-*.whl 2>/dev/null | head -n 1 || true)
-if [ -n "$wheel" ]; then
-  echo "torch from $wheel"
-  pip install "$wheel" numpy
+if [ -n "${TORCH_FIND_LINKS:-}" ]; then
+  echo "torch==$TORCH_VERSION+$TORCH_VARIANT from $TORCH_FIND_LINKS"
+  pip install --find-links "$TORCH_FIND_LINKS" "torch==$TORCH_VERSION+$TORCH_VARIANT" numpy
 else
   echo "torch==$TORCH_VERSION from $TORCH_INDEX_URL"
   pip install --extra-index-url "$TORCH_INDEX_URL" "torch==$TORCH_VERSION" numpy

@@ -14,9 +14,22 @@ TRAINER_IMAGE=${TRAINER_IMAGE:-gpujobs-trainer:cpu}
 TORCH_WHEEL=${TORCH_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}
 SIZES=${IMAGE_SIZES_JSON:-benchmarks/results/images.json}
 
-# The CPU torch wheel, where this machine has one, goes into the build context (never into git).
-if [ -f "$TORCH_WHEEL" ] && [ ! -f "docker/wheels/$(basename "$TORCH_WHEEL")" ]; then
-  cp "$TORCH_WHEEL" docker/wheels/
+# The CPU torch wheel, where this machine has one, is served to the builds on loopback (they use
+# the host network): no copy in the build context or in any layer. A fixed port keeps the build
+# argument, and so Docker's layer cache, the same from one build to the next.
+torch_args=()
+if [ -f "$TORCH_WHEEL" ]; then
+  port=${TORCH_WHEEL_PORT:-38471}
+  python3 -m http.server --bind 127.0.0.1 --directory "$(dirname "$TORCH_WHEEL")" "$port" \
+    >/dev/null 2>&1 &
+  server=$!
+  trap 'kill "$server" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/', timeout=1)" \
+      2>/dev/null && break
+    sleep 0.1
+  done
+  torch_args=(--build-arg "TORCH_FIND_LINKS=http://127.0.0.1:$port/")
 fi
 
 build() {  # tag dockerfile [build args...]
@@ -29,7 +42,7 @@ build() {  # tag dockerfile [build args...]
 }
 
 build "$API_IMAGE" docker/api.Dockerfile
-build "$WORKER_IMAGE" docker/worker.Dockerfile --build-arg INSTALL_TRAINER=1
-build "$TRAINER_IMAGE" docker/trainer.Dockerfile --build-arg TORCH_VARIANT=cpu
+build "$WORKER_IMAGE" docker/worker.Dockerfile --build-arg INSTALL_TRAINER=1 "${torch_args[@]}"
+build "$TRAINER_IMAGE" docker/trainer.Dockerfile --build-arg TORCH_VARIANT=cpu "${torch_args[@]}"
 
 python3 scripts/image_sizes.py "$SIZES" "$PYTHON_IMAGE" "$API_IMAGE" "$WORKER_IMAGE" "$TRAINER_IMAGE"

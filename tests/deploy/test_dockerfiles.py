@@ -80,7 +80,7 @@ def test_api_image_has_a_healthcheck_and_migrations() -> None:
 
 def test_torch_is_pinned_and_the_trainer_has_cpu_and_cuda_variants() -> None:
     """One torch everywhere (the version the venv and CI use); the trainer picks its build by a
-    build arg: CPU (default, from a local wheel when present) or a CUDA index such as cu128."""
+    build arg: CPU (default) or a CUDA index such as cu128; a served local wheel when given."""
     pinned = "ARG TORCH_VERSION=2.13.0"
     trainer = (REPO / "docker/trainer.Dockerfile").read_text()
     worker = DOCKERFILES["worker"].read_text()
@@ -89,14 +89,15 @@ def test_torch_is_pinned_and_the_trainer_has_cpu_and_cuda_variants() -> None:
         assert pinned in text
         assert "ARG TORCH_VARIANT=cpu" in text
         assert "download.pytorch.org/whl/${TORCH_VARIANT}" in text
+        assert "ARG TORCH_FIND_LINKS=" in text
         assert not re.search(r"torch\s*>=", text), "an open torch range pulls the CUDA build"
     assert '"torch==$TORCH_VERSION"' in install
-    assert 'torch-"$TORCH_VERSION"+"$TORCH_VARIANT"-*.whl' in install
+    assert '"torch==$TORCH_VERSION+$TORCH_VARIANT"' in install
     steps = _instructions(REPO / "docker/trainer.Dockerfile")
-    final = steps[max(i for i, (op, _) in enumerate(steps) if op == "FROM") :]
-    # The wheel is copied into the build stage only: the final image holds the venv, not the file.
-    assert not any(op == "COPY" and "wheels" in args for op, args in final)
-    assert ("ENTRYPOINT", '["python", "-m", "trainer"]') in final
+    # No wheel file is copied into any layer: it is served to the build over loopback.
+    assert not any(op in ("COPY", "ADD") and ".whl" in args for op, args in steps)
+    assert ("ENTRYPOINT", '["python", "-m", "trainer"]') in steps
+    assert ("LABEL", "org.gpujobs.torch-variant=${TORCH_VARIANT}") in steps
 
 
 def test_worker_image_can_add_the_trainer() -> None:
