@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import health, metrics
 from api.admission import default_admission
+from api.artifacts import endpoints as artifacts
 from api.budgets import endpoints as budgets
 from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
@@ -20,8 +21,11 @@ from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
 from api.logs.endpoints import LogReader
+from api.openapi import install_openapi, operation_id
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
+from api.teams import endpoints as teams
+from api.tokens import endpoints as tokens
 from api.usage import endpoints as usage
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,9 @@ def create_app(
         title="gpujobs",
         version="0.1.0",
         summary="Run GPU training jobs on the cheapest capacity that meets their deadline.",
+        docs_url=None,  # served from the package by install_openapi: no CDN
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(make_engine(settings))
@@ -58,6 +65,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(job_logs.router)
+    app.include_router(artifacts.router)
     app.include_router(usage.router)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
@@ -65,6 +73,9 @@ def create_app(
     app.include_router(estimates.router)
     app.include_router(reservations.router)
     app.include_router(budgets.router)
+    app.include_router(teams.router)
+    app.include_router(tokens.router)
+    install_openapi(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics.RequestMetrics)
     return app

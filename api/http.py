@@ -7,17 +7,19 @@ import logging
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.auth import Principal, authenticate
+from api.auth import Principal, authenticate, record_use
 from api.errors import DomainError
+from api.models import utcnow
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
 
 log = logging.getLogger(__name__)
@@ -40,16 +42,32 @@ def get_session(request: Request) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
+# Declares the scheme in OpenAPI (the Authorize button, generated clients); `authenticate` reads
+# the header itself so that every refusal has the same error shape.
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearerAuth",
+    description="A team token (see the credentials file), a job token, or the admin token.",
+)
+
+
 def get_principal(
     request: Request,
     session: SessionDep,
+    _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    return authenticate(
+    now = utcnow()
+    principal = authenticate(
         session,
         authorization=authorization,
         admin_token=request.app.state.settings.admin_token,
+        now=now,
     )
+    if record_use(session, principal=principal, now=now):
+        # Its own short write: a GET commits nothing else, and the use must still be recorded.
+        session.commit()
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

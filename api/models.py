@@ -68,12 +68,12 @@ class Team(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(63), unique=True)
-    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ApiToken(Base):
-    """A bearer token, stored as its SHA-256 only. Job-scoped tokens belong to one job."""
+    """A bearer token, stored as its SHA-256 only. Job-scoped tokens belong to one job.
+    Admin rights never come from a token row: only the configured admin token has them."""
 
     __tablename__ = "api_tokens"
 
@@ -87,6 +87,9 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Written at most once a minute per token, so authenticating is not a write per request.
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Job(Base):

@@ -15,27 +15,30 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import random
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 import yaml
 from pydantic import ValidationError
 
 from gpujobs import config, errors
-from gpujobs.resources import FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
-from gpujobs.spec import JobSpec
+from gpujobs import operations as ops
+from gpujobs.operations import Operation, StatusFilter
+from gpujobs.plans import Estimate, OfferList
+from gpujobs.resources import Artifacts, Checkpoint, Job, JobAttempt, JobEvent
+from gpujobs.spec import CapacityType, JobSpec
 from gpujobs.usage import UsageGroupBy, UsageReport
 from gpujobs.version import __version__
 
+T = TypeVar("T")
 SpecSource = JobSpec | dict[str, Any] | str | Path
-StatusFilter = str | JobStatus | Iterable[str | JobStatus] | None
 ProgressCallback = Callable[[Job], None]
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -85,45 +88,21 @@ def load_spec(source: SpecSource) -> JobSpec:
         raise errors.from_validation_error(error) from error
 
 
-def _statuses(status: StatusFilter) -> builtins.list[str]:
-    if status is None:
-        return []
-    if isinstance(status, str):
-        return [JobStatus(status.upper()).value]
-    return [JobStatus(str(s).upper()).value for s in status]
-
-
-def _timestamp(name: str, value: datetime | str) -> str:
-    """An RFC 3339 timestamp; dates and times without a timezone are taken as UTC."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise errors.BadRequest(
-                f"{name}: {value!r} is not an ISO 8601 date or time",
-                code="invalid_request",
-                fields=[FieldError(field=name, reason="expected e.g. 2025-03-01T00:00:00Z")],
-            ) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.isoformat()
-
-
-def _usage_params(
-    from_: datetime | str | None, to: datetime | str | None, group_by: UsageGroupBy | str
-) -> dict[str, str]:
-    params = {"group_by": UsageGroupBy(group_by).value}
-    for name, value in (("from", from_), ("to", to)):
-        if value is not None:
-            params[name] = _timestamp(name, value)
-    return params
-
-
-def _plans(body: Any) -> builtins.list[dict[str, Any]]:
-    """The ranked plans of a POST /v1/estimate answer."""
-    if isinstance(body, dict) and isinstance(body.get("plans"), list):
-        return body["plans"]
-    raise errors.ServerError("unexpected estimate answer", code="bad_response")
+def pick_checkpoint(listing: Artifacts, step: int | None) -> Checkpoint:
+    """The checkpoint at `step`, or the final one (the trained weights)."""
+    wanted = listing.final_step if step is None else step
+    for checkpoint in listing.checkpoints:
+        if checkpoint.step == wanted:
+            return checkpoint
+    if step is None:
+        raise errors.NotFound(
+            f"job {listing.job_id} has no final weights yet (it has not succeeded); "
+            "pass a step to download a checkpoint",
+            code="not_found",
+        )
+    raise errors.NotFound(
+        f"job {listing.job_id} has no checkpoint at step {step}", code="not_found"
+    )
 
 
 class _Base:
@@ -166,6 +145,21 @@ class _Base:
             code="connection_failed",
         )
 
+    def _wait_pause(
+        self, job: Job, *, deadline: float | None, timeout: float | None, poll: float
+    ) -> float | None:
+        """None when the job has ended; otherwise how long to sleep before the next poll."""
+        if job.status.terminal:
+            return None
+        if deadline is not None and time.monotonic() >= deadline:
+            raise errors.WaitTimeout(
+                f"job {job.id} is still {job.status} after {timeout}s", code="wait_timeout"
+            )
+        return poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+
+    def _follow_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.timeout.connect, read=None)
+
 
 class Client(_Base):
     """Blocking client; arguments override GPUJOBS_URL, GPUJOBS_TOKEN and the credentials file."""
@@ -194,16 +188,14 @@ class Client(_Base):
     def close(self) -> None:
         self._http.close()
 
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def _send(
-        self, method: str, path: str, *, stream: bool = False, **kwargs: Any
-    ) -> httpx.Response:
+    def _send(self, op: Operation[Any], *, stream: bool = False, **kwargs: Any) -> httpx.Response:
         attempt = 0
         while True:
             response: httpx.Response | None = None
             try:
-                request = self._http.build_request(method, path, **kwargs)
+                request = self._http.build_request(
+                    op.method, op.path, params=op.params, json=op.json, headers=op.headers, **kwargs
+                )
                 response = self._http.send(request, stream=stream)
             except httpx.TransportError as error:
                 if not self._retryable(attempt, None):
@@ -221,49 +213,41 @@ class Client(_Base):
             time.sleep(delay)
             attempt += 1
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._send(method, path, **kwargs).json()
+    def _call(self, op: Operation[T]) -> T:
+        return op.read(self._send(op))
 
     # -- jobs ----------------------------------------------------------------------------------
 
     def submit(self, spec: SpecSource, *, idempotency_key: str | None = None) -> Job:
         """Submit a job; a retry of this call (or a call with the same key) returns the same job."""
-        body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        key = idempotency_key or str(uuid.uuid4())
-        return Job.model_validate(
-            self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key})
-        )
+        return self._call(ops.submit(load_spec(spec), idempotency_key=idempotency_key))
 
-    def get(self, job_id: str) -> Job:
-        return Job.model_validate(self._json("GET", f"/v1/jobs/{job_id}"))
+    def get(self, job: str) -> Job:
+        """A job by id, unique id prefix, or name."""
+        return self._call(ops.get(job))
 
     def list(self, *, status: StatusFilter = None, page_size: int = 100) -> Iterator[Job]:
         """Every job visible to the token, newest first, fetching pages as it goes."""
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"limit": page_size, "status": _statuses(status)}
-            if cursor:
-                params["cursor"] = cursor
-            page = Page[Job].model_validate(self._json("GET", "/v1/jobs", params=params))
+            page = self._call(ops.page(status=status, cursor=cursor, limit=page_size))
             yield from page.items
             cursor = page.next_cursor
             if not cursor:
                 return
 
-    def cancel(self, job_id: str) -> Job:
-        return Job.model_validate(self._json("POST", f"/v1/jobs/{job_id}/cancel"))
+    def cancel(self, job: str) -> Job:
+        return self._call(ops.cancel(job))
 
-    def attempts(self, job_id: str) -> builtins.list[JobAttempt]:
-        return [
-            JobAttempt.model_validate(a) for a in self._json("GET", f"/v1/jobs/{job_id}/attempts")
-        ]
+    def attempts(self, job: str) -> builtins.list[JobAttempt]:
+        return self._call(ops.attempts(job))
 
-    def events(self, job_id: str) -> builtins.list[JobEvent]:
-        return [JobEvent.model_validate(e) for e in self._json("GET", f"/v1/jobs/{job_id}/events")]
+    def events(self, job: str) -> builtins.list[JobEvent]:
+        return self._call(ops.events(job))
 
     def wait(
         self,
-        job_id: str,
+        job: str,
         *,
         timeout: float | None = None,
         poll: float = 2.0,
@@ -275,37 +259,29 @@ class Client(_Base):
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = self.get(job_id)
+            current = self.get(job)
             if on_progress is not None:
-                on_progress(job)
-            if job.status.terminal:
-                return job
-            if deadline is not None and time.monotonic() >= deadline:
-                raise errors.WaitTimeout(
-                    f"job {job_id} is still {job.status} after {timeout}s", code="wait_timeout"
-                )
-            pause = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+                on_progress(current)
+            pause = self._wait_pause(current, deadline=deadline, timeout=timeout, poll=poll)
+            if pause is None:
+                return current
             time.sleep(pause)
 
     @overload
-    def logs(self, job_id: str, *, follow: Literal[False] = False) -> str: ...
+    def logs(self, job: str, *, follow: Literal[False] = False) -> str: ...
 
     @overload
-    def logs(self, job_id: str, *, follow: Literal[True]) -> Iterator[str]: ...
+    def logs(self, job: str, *, follow: Literal[True]) -> Iterator[str]: ...
 
-    def logs(self, job_id: str, *, follow: bool = False) -> str | Iterator[str]:
+    def logs(self, job: str, *, follow: bool = False) -> str | Iterator[str]:
         """The job's log text; with `follow=True`, an iterator of chunks as they are written."""
         if not follow:
-            return self._send("GET", f"/v1/jobs/{job_id}/logs").text
-        return self._follow(job_id)
+            return self._call(ops.logs(job))
+        return self._follow(job)
 
-    def _follow(self, job_id: str) -> Iterator[str]:
+    def _follow(self, job: str) -> Iterator[str]:
         response = self._send(
-            "GET",
-            f"/v1/jobs/{job_id}/logs",
-            params={"follow": "true"},
-            stream=True,
-            timeout=httpx.Timeout(self.timeout.connect, read=None),
+            ops.logs(job, follow=True), stream=True, timeout=self._follow_timeout()
         )
         try:
             yield from response.iter_text()
@@ -314,12 +290,57 @@ class Client(_Base):
         finally:
             response.close()
 
+    def artifacts(self, job: str) -> Artifacts:
+        """The job's complete checkpoints; `final_step` names the trained weights."""
+        return self._call(ops.artifacts(job))
+
+    def download(self, job: str, directory: str | Path, *, step: int | None = None) -> Path:
+        """Download a checkpoint's files (the final one unless `step` is given) into
+        `directory/step-N/`, checking each file's sha256; returns that folder."""
+        listing = self.artifacts(job)
+        chosen = pick_checkpoint(listing, step)
+        target = Path(directory) / f"step-{chosen.step}"
+        target.mkdir(parents=True, exist_ok=True)
+        for file in chosen.files:
+            digest = hashlib.sha256()
+            partial = target / f".{file.name}.part"
+            with self._http.stream("GET", file.url) as response, open(partial, "wb") as out:
+                if response.status_code >= 400:
+                    raise errors.from_response(response.status_code, response.read())
+                for chunk in response.iter_bytes():
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != file.sha256:
+                partial.unlink()
+                raise errors.ServerError(
+                    f"{file.name}: the download does not match its sha256", code="bad_download"
+                )
+            partial.replace(target / file.name)
+        return target
+
     # -- planning and spend --------------------------------------------------------------------
 
-    def estimate(self, spec: SpecSource) -> builtins.list[dict[str, Any]]:
-        """Ranked plans for a spec (cheapest first) as the API returns them, without submitting."""
-        body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        return _plans(self._json("POST", "/v1/estimate", json=body))
+    def estimate(self, spec: SpecSource) -> Estimate:
+        """Ranked plans for a spec (cheapest first), without submitting."""
+        return self._call(ops.estimate(load_spec(spec)))
+
+    def offers(
+        self,
+        *,
+        gpu_models: Iterable[str] = (),
+        regions: Iterable[str] = (),
+        clouds: Iterable[str] = (),
+        gpu_count: int | None = None,
+        capacity: CapacityType | str | None = None,
+        limit: int = 100,
+    ) -> OfferList:
+        """The catalog's offers, cheapest first on `capacity` (on-demand if unset)."""
+        return self._call(
+            ops.offers(
+                gpu_models=gpu_models, regions=regions, clouds=clouds,
+                gpu_count=gpu_count, capacity=capacity, limit=limit,
+            )
+        )  # fmt: skip
 
     def usage(
         self,
@@ -328,8 +349,7 @@ class Client(_Base):
         to: datetime | str | None = None,
         group_by: UsageGroupBy | str = UsageGroupBy.TEAM,
     ) -> UsageReport:
-        params = _usage_params(from_, to, group_by)
-        return UsageReport.model_validate(self._json("GET", "/v1/usage", params=params))
+        return self._call(ops.usage(from_=from_, to=to, group_by=group_by))
 
 
 class AsyncClient(_Base):
@@ -360,13 +380,15 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def _send(
-        self, method: str, path: str, *, stream: bool = False, **kwargs: Any
+        self, op: Operation[Any], *, stream: bool = False, **kwargs: Any
     ) -> httpx.Response:
         attempt = 0
         while True:
             response: httpx.Response | None = None
             try:
-                request = self._http.build_request(method, path, **kwargs)
+                request = self._http.build_request(
+                    op.method, op.path, params=op.params, json=op.json, headers=op.headers, **kwargs
+                )
                 response = await self._http.send(request, stream=stream)
             except httpx.TransportError as error:
                 if not self._retryable(attempt, None):
@@ -384,47 +406,39 @@ class AsyncClient(_Base):
             await asyncio.sleep(delay)
             attempt += 1
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return (await self._send(method, path, **kwargs)).json()
+    async def _call(self, op: Operation[T]) -> T:
+        return op.read(await self._send(op))
 
     async def submit(self, spec: SpecSource, *, idempotency_key: str | None = None) -> Job:
-        body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        key = idempotency_key or str(uuid.uuid4())
-        data = await self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key})
-        return Job.model_validate(data)
+        return await self._call(ops.submit(load_spec(spec), idempotency_key=idempotency_key))
 
-    async def get(self, job_id: str) -> Job:
-        return Job.model_validate(await self._json("GET", f"/v1/jobs/{job_id}"))
+    async def get(self, job: str) -> Job:
+        return await self._call(ops.get(job))
 
     async def list(
         self, *, status: StatusFilter = None, page_size: int = 100
     ) -> AsyncIterator[Job]:
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"limit": page_size, "status": _statuses(status)}
-            if cursor:
-                params["cursor"] = cursor
-            page = Page[Job].model_validate(await self._json("GET", "/v1/jobs", params=params))
-            for job in page.items:
-                yield job
+            page = await self._call(ops.page(status=status, cursor=cursor, limit=page_size))
+            for item in page.items:
+                yield item
             cursor = page.next_cursor
             if not cursor:
                 return
 
-    async def cancel(self, job_id: str) -> Job:
-        return Job.model_validate(await self._json("POST", f"/v1/jobs/{job_id}/cancel"))
+    async def cancel(self, job: str) -> Job:
+        return await self._call(ops.cancel(job))
 
-    async def attempts(self, job_id: str) -> builtins.list[JobAttempt]:
-        data = await self._json("GET", f"/v1/jobs/{job_id}/attempts")
-        return [JobAttempt.model_validate(a) for a in data]
+    async def attempts(self, job: str) -> builtins.list[JobAttempt]:
+        return await self._call(ops.attempts(job))
 
-    async def events(self, job_id: str) -> builtins.list[JobEvent]:
-        data = await self._json("GET", f"/v1/jobs/{job_id}/events")
-        return [JobEvent.model_validate(e) for e in data]
+    async def events(self, job: str) -> builtins.list[JobEvent]:
+        return await self._call(ops.events(job))
 
     async def wait(
         self,
-        job_id: str,
+        job: str,
         *,
         timeout: float | None = None,
         poll: float = 2.0,
@@ -432,31 +446,23 @@ class AsyncClient(_Base):
     ) -> Job:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = await self.get(job_id)
+            current = await self.get(job)
             if on_progress is not None:
-                result = on_progress(job)
+                result = on_progress(current)
                 if isinstance(result, Awaitable):
                     await result
-            if job.status.terminal:
-                return job
-            if deadline is not None and time.monotonic() >= deadline:
-                raise errors.WaitTimeout(
-                    f"job {job_id} is still {job.status} after {timeout}s", code="wait_timeout"
-                )
-            pause = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+            pause = self._wait_pause(current, deadline=deadline, timeout=timeout, poll=poll)
+            if pause is None:
+                return current
             await asyncio.sleep(pause)
 
-    async def logs(self, job_id: str) -> str:
-        return (await self._send("GET", f"/v1/jobs/{job_id}/logs")).text
+    async def logs(self, job: str) -> str:
+        return await self._call(ops.logs(job))
 
-    async def follow_logs(self, job_id: str) -> AsyncIterator[str]:
+    async def follow_logs(self, job: str) -> AsyncIterator[str]:
         """Chunks of the job's log as they are written (`?follow=true`)."""
         response = await self._send(
-            "GET",
-            f"/v1/jobs/{job_id}/logs",
-            params={"follow": "true"},
-            stream=True,
-            timeout=httpx.Timeout(self.timeout.connect, read=None),
+            ops.logs(job, follow=True), stream=True, timeout=self._follow_timeout()
         )
         try:
             async for chunk in response.aiter_text():
@@ -466,9 +472,8 @@ class AsyncClient(_Base):
         finally:
             await response.aclose()
 
-    async def estimate(self, spec: SpecSource) -> builtins.list[dict[str, Any]]:
-        body = load_spec(spec).model_dump(mode="json", exclude_unset=True)
-        return _plans(await self._json("POST", "/v1/estimate", json=body))
+    async def estimate(self, spec: SpecSource) -> Estimate:
+        return await self._call(ops.estimate(load_spec(spec)))
 
     async def usage(
         self,
@@ -477,5 +482,4 @@ class AsyncClient(_Base):
         to: datetime | str | None = None,
         group_by: UsageGroupBy | str = UsageGroupBy.TEAM,
     ) -> UsageReport:
-        params = _usage_params(from_, to, group_by)
-        return UsageReport.model_validate(await self._json("GET", "/v1/usage", params=params))
+        return await self._call(ops.usage(from_=from_, to=to, group_by=group_by))

@@ -120,6 +120,26 @@ class Job(Resource):
     progress: Progress | None = None
 
 
+class ArtifactFile(BaseModel):
+    name: str
+    size: int = Field(ge=0, description="Bytes.")
+    sha256: str
+    url: str = Field(description="GET it with the same token to download the bytes.")
+
+
+class Checkpoint(BaseModel):
+    step: int = Field(ge=0, description="Optimizer steps done when it was saved.")
+    files: list[ArtifactFile]
+
+
+class Artifacts(BaseModel):
+    job_id: str
+    final_step: int | None = Field(
+        None, description="The checkpoint holding the trained weights, once the job succeeded."
+    )
+    checkpoints: list[Checkpoint] = Field(description="Complete checkpoints, oldest first.")
+
+
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page.")

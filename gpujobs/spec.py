@@ -58,6 +58,11 @@ class CheckpointSpec(StrictModel):
     every_seconds: float | None = Field(None, gt=0, le=7 * 24 * 3600)
     keep_last: int = Field(3, ge=1, le=100, description="Complete checkpoints to keep.")
     on_preemption: bool = Field(True, description="Save when the preemption notice arrives.")
+    allow_config_change: bool = Field(
+        False,
+        description="Resume even if the settings that decide what training computes (learning "
+        "rate, steps, seed, batch size...) differ from those the checkpoint was saved with.",
+    )
 
     @model_validator(mode="before")
     @classmethod

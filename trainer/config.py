@@ -5,17 +5,27 @@ Every problem a user can fix is raised as a ConfigError with a message that name
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, RunConfig
 
 DEFAULT_EVERY_STEPS = 200
+
+# The settings a resumed run may change: they decide how fast, how often and where it saves,
+# never what it computes. Everything else in `trainer` (workload and its args, steps or epochs,
+# batch size, accumulation, learning rate, clipping, seed, precision) is part of the computation:
+# a checkpoint records it, and a resume that differs is refused unless
+# `trainer.checkpoint.allow_config_change` is set. The world size (torchrun's) may differ too;
+# the trainer says so when it does. Gradient checkpointing recomputes the same forward pass.
+FREE_ON_RESUME = ("trainer.dataloader", "trainer.checkpoint", "trainer.grad_checkpointing")
 
 
 class ConfigError(Exception):
@@ -70,3 +80,44 @@ def checkpoint_interval(config: RunConfig) -> CheckpointInterval:
     if spec.every_steps or spec.every_seconds:
         return CheckpointInterval(spec.every_steps, spec.every_seconds)
     return CheckpointInterval(DEFAULT_EVERY_STEPS, None)
+
+
+def computing_config(config: RunConfig) -> dict[str, Any]:
+    """The settings that decide what training computes, flattened: {"trainer.seed": 0, ...}."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if any(prefix == free or prefix.startswith(free + ".") for free in FREE_ON_RESUME):
+            return
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}", item)
+        else:
+            flat[prefix] = value
+
+    walk("trainer", config.trainer.model_dump(mode="json"))
+    return flat
+
+
+def fingerprint(computing: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(computing, sort_keys=True).encode()).hexdigest()
+
+
+def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What differs between a checkpoint's computing config and this run's, one line a field.
+
+    Every TrainerSpec field is recorded (None included), so a field absent from `saved` is one
+    the saving trainer did not have yet, not a change; a workload option is compared both ways.
+    """
+    changes = []
+    for name in sorted(saved.keys() | current.keys()):
+        if name not in saved and not name.startswith("trainer.args."):
+            continue
+        if name not in saved or name not in current or saved[name] != current[name]:
+            before = _show(saved, name)
+            changes.append(f"{name} changed from {before} to {_show(current, name)}")
+    return changes
+
+
+def _show(values: Mapping[str, Any], name: str) -> str:
+    return json.dumps(values[name]) if name in values else "(unset)"

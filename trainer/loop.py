@@ -28,13 +28,26 @@ from gpujobs.runtime import (
     RunConfig,
 )
 from trainer import rng
-from trainer.checkpoint import Checkpointer, CheckpointState, Store, discard_after, open_store
+from trainer.checkpoint import (
+    Checkpointer,
+    CheckpointState,
+    Store,
+    StoreUnavailable,
+    discard_after,
+    open_store,
+)
 from trainer.checkpoint.reader import load_step, manifest_steps
 from trainer.checkpoint.writer import SaveResult
-from trainer.config import ConfigError, checkpoint_interval
+from trainer.config import (
+    ConfigError,
+    checkpoint_interval,
+    computing_config,
+    config_changes,
+    fingerprint,
+)
 from trainer.distributed import DistContext, init_distributed
 from trainer.loader import BatchStream, build_loader
-from trainer.optimization import make_optimizer, make_scheduler
+from trainer.optimization import lr_factor, make_optimizer, make_scheduler
 from trainer.precision import Precision, choose_precision
 from trainer.preemption import PreemptionNotice
 from trainer.progress import ApiReporter, MetricsWindow, ProgressLog
@@ -45,6 +58,9 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+# The checkpoint store could not be read, even after retries: nothing was resumed, trained or
+# deleted, and a later attempt can succeed. 74 is EX_IOERR from sysexits.h.
+EXIT_STORE_UNAVAILABLE = 74
 
 
 @dataclass
@@ -68,6 +84,7 @@ class Trainer:
         dist: DistContext | None = None,
         stdout: TextIO | None = None,
         environ: dict[str, str] | None = None,
+        notice: PreemptionNotice | None = None,
     ) -> None:
         self.config = config
         self.spec = config.trainer
@@ -75,7 +92,9 @@ class Trainer:
         self.dist = dist or init_distributed()
         self.environ = dict(os.environ) if environ is None else environ
         self.progress = ProgressLog(enabled=self.dist.is_main, stream=stdout)
-        self.notice = PreemptionNotice()
+        # The entrypoint installs the notice before its heavy imports and hands it over here.
+        self.notice = notice or PreemptionNotice()
+        self.computing = computing_config(config)
 
     # -- building -------------------------------------------------------------------------
 
@@ -126,20 +145,61 @@ class Trainer:
     # -- resuming -------------------------------------------------------------------------
 
     def _find_checkpoint(self, store: Store) -> CheckpointState | None:
-        """The newest checkpoint every rank can load completely (all ranks agree on it)."""
-        candidates = self.dist.broadcast(manifest_steps(store) if self.dist.is_main else None)
+        """The newest checkpoint every rank can load completely (all ranks agree on it).
+
+        A rank that cannot read the store makes every rank raise StoreUnavailable, so that none
+        passes over a checkpoint it merely failed to read."""
+        steps: list[int] | str = []
+        if self.dist.is_main:
+            try:
+                steps = manifest_steps(store)
+            except StoreUnavailable as exc:
+                steps = str(exc)
+        candidates = self.dist.broadcast(steps)
+        if isinstance(candidates, str):
+            raise StoreUnavailable(candidates)
         for step in candidates:
-            state = load_step(store, step, sorted({self.dist.rank, 0}))
+            failure: StoreUnavailable | None = None
+            state: CheckpointState | None = None
+            try:
+                state = load_step(store, step, sorted({self.dist.rank, 0}))
+            except StoreUnavailable as exc:
+                failure = exc
+            if self.dist.agree_any([failure is not None])[0]:
+                raise failure or StoreUnavailable(f"another rank cannot read step {step}")
             if self.dist.all_true(state is not None):
                 return state
             log.warning("checkpoint at step %d is incomplete or corrupt; trying an older one", step)
         return None
+
+    def _check_config(self, state: CheckpointState) -> None:
+        """Refuse to resume a run whose configuration changes what training computes."""
+        saved = state.meta.get("config")
+        if saved is None:
+            return  # saved by a trainer that did not record it
+        changes = config_changes(saved, self.computing)
+        if not changes:
+            return
+        if not self.spec.checkpoint.allow_config_change:
+            raise ConfigError(
+                f"resuming from the checkpoint at step {state.step}: "
+                + "; ".join(changes)
+                + " (set trainer.checkpoint.allow_config_change to resume with the new values, "
+                "or start from an empty checkpoint_uri)"
+            )
+        self.progress.event(
+            "note",
+            message=f"resuming the checkpoint at step {state.step} with a changed configuration "
+            "(allow_config_change): " + "; ".join(changes),
+        )
 
     def _restore(self, state: CheckpointState) -> None:
         shared = state.shared
         self.model.load_state_dict(shared["model"])
         self.optimizer.load_state_dict(shared["optimizer"])
         self.scheduler.load_state_dict(shared["scheduler"])
+        if self.spec.checkpoint.allow_config_change:
+            self._apply_new_schedule()
         if self.precision.scaler.is_enabled() and shared.get("scaler"):
             self.precision.scaler.load_state_dict(shared["scaler"])
         part = state.ranks.get(self.dist.rank)
@@ -186,7 +246,12 @@ class Trainer:
             step,
             shared=self._shared_state() if self.dist.is_main else None,
             part=self._rank_part(),
-            meta={"job_id": self.config.job_id, "attempt_id": self.config.attempt_id},
+            meta={
+                "job_id": self.config.job_id,
+                "attempt_id": self.config.attempt_id,
+                "config": self.computing,
+                "config_sha256": fingerprint(self.computing),
+            },
             wait=wait,
         )
 
@@ -224,23 +289,71 @@ class Trainer:
         return total / accum
 
     def run(self) -> RunResult:
-        self.notice.install()
+        own_notice = not self.notice.installed
+        if own_notice:
+            self.notice.install()
         try:
             return self._run()
+        except StoreUnavailable as exc:
+            log.error("the checkpoint store cannot be read; stopping without touching it: %s", exc)
+            self.progress.event("store_unavailable", message=str(exc))
+            return RunResult(
+                exit_code=EXIT_STORE_UNAVAILABLE,
+                step=0,
+                total_steps=getattr(self, "total_steps", 0),
+                steps_run=0,
+                train_s=0.0,
+                train_cpu_s=0.0,
+                checkpoint_stall_s=0.0,
+                resumed_from=None,
+                checkpoint_step=None,
+            )
         finally:
-            self.notice.uninstall()
+            if own_notice:
+                self.notice.uninstall()
             if self._own_dist:
                 self.dist.shutdown()
 
+    def _noticed(self) -> bool:
+        return self.dist.agree_any([self.notice.received])[0]
+
+    def _stop_before_training(self, state: CheckpointState | None) -> RunResult:
+        """The notice came before the first step: nothing new to save. 75 when a checkpoint
+        covers all the work done (the one found), 76 when there is none."""
+        step = state.step if state else 0
+        self.progress.event(
+            "preempted", step=step, checkpoint_step=state.step if state else None, saved=False
+        )
+        return RunResult(
+            exit_code=EXIT_PREEMPTED if state else EXIT_PREEMPTED_NO_CHECKPOINT,
+            step=step,
+            total_steps=getattr(self, "total_steps", 0),
+            steps_run=0,
+            train_s=0.0,
+            train_cpu_s=0.0,
+            checkpoint_stall_s=0.0,
+            resumed_from=state.step if state else None,
+            checkpoint_step=state.step if state else None,
+        )
+
     def _run(self) -> RunResult:
         spec, dist, config = self.spec, self.dist, self.config
-        self._build()
         store = open_store(
             config.checkpoint_uri, endpoint_url=config.s3_endpoint_url, create=dist.is_main
         )
         state = self._find_checkpoint(store)
+        if state is not None:
+            self._check_config(state)
+        if self._noticed():
+            return self._stop_before_training(state)
+        self._build()
+        if state is not None and state.shared.get("total_steps", self.total_steps) != (
+            self.total_steps
+        ):
+            self._check_total_steps(state.shared["total_steps"])
         if dist.is_main:
             discard_after(store, state.step if state else None)
+            self._abort_incomplete_uploads(store)
         nonce = dist.broadcast(uuid.uuid4().hex)
         dist.barrier()
         self.checkpointer = Checkpointer(
@@ -258,6 +371,9 @@ class Trainer:
             self.checkpointer.last_complete_step = state.step
         else:
             self.stream.seek(DataPosition())
+        if self._noticed():
+            self.stream.close()
+            return self._stop_before_training(state)
         interval = checkpoint_interval(config)
         self.progress.event(
             "resume" if state else "start",
@@ -277,6 +393,39 @@ class Trainer:
             self.stream.close()
             if reporter is not None:
                 reporter.close()
+
+    def _apply_new_schedule(self) -> None:
+        """The checkpoint's optimizer and scheduler carry the learning rate they were saved with;
+        a resume allowed to change it (or the total steps) continues on the new schedule."""
+        if self.scheduler.base_lrs == [self.spec.learning_rate] * len(self.scheduler.base_lrs):
+            return  # unchanged: keep the restored values bit for bit
+        self.scheduler.base_lrs = [self.spec.learning_rate] * len(self.scheduler.base_lrs)
+        for group in self.optimizer.param_groups:
+            group["initial_lr"] = self.spec.learning_rate
+            group["lr"] = self.spec.learning_rate * lr_factor(
+                self.scheduler.last_epoch, self.total_steps
+            )
+
+    def _check_total_steps(self, saved: int) -> None:
+        """`epochs` is checked by the config; the steps it comes to also depend on the data."""
+        change = f"total steps changed from {saved} to {self.total_steps}"
+        if not self.spec.checkpoint.allow_config_change:
+            raise ConfigError(
+                f"resuming: {change} (the dataset's size changed; set "
+                "trainer.checkpoint.allow_config_change to resume anyway)"
+            )
+        self.progress.event("note", message=f"resuming with a changed configuration: {change}")
+
+    def _abort_incomplete_uploads(self, store: Store) -> None:
+        """Uploads a killed attempt left unfinished are stored (and billed) until aborted. No
+        writer of this job is live yet: the previous attempt is over, this one not started."""
+        try:
+            aborted = store.abort_incomplete()
+        except Exception as exc:  # cleanup only: the run does not depend on it
+            log.warning("could not abort incomplete uploads in %r: %s", store, exc)
+            return
+        if aborted:
+            log.info("aborted %d incomplete upload(s) left in %r", aborted, store)
 
     def _reporter(self) -> ApiReporter | None:
         token = self.environ.get(ENV_JOB_TOKEN)

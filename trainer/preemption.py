@@ -1,4 +1,8 @@
-"""The cloud's preemption notice (SIGTERM): noted, acted on at the end of the current step."""
+"""The cloud's preemption notice (SIGTERM): noted, acted on at the end of the current step.
+
+The entrypoint installs it first thing, before importing pydantic, torch and the rest (over a
+second on a busy machine): a notice that arrives meanwhile is kept, not fatal.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,18 @@ from typing import Any
 class PreemptionNotice:
     def __init__(self) -> None:
         self.received = False
+        self.installed = False
         self._previous: Any = None
 
     def install(self) -> PreemptionNotice:
         self._previous = signal.signal(signal.SIGTERM, self._handle)
+        self.installed = True
         return self
 
     def uninstall(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        if self.installed:
+            signal.signal(signal.SIGTERM, self._previous or signal.SIG_DFL)
+            self.installed = False
             self._previous = None
 
     def _handle(self, _signum: int, _frame: FrameType | None) -> None:

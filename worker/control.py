@@ -64,6 +64,10 @@ def make_launcher(settings: Settings) -> Launcher:
     )
 
 
+# Shipped with the package (public data, see its README) so a clone needs no reference data set.
+DEFAULT_TRACE = Path(__file__).parent / "launchers" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
+
+
 def drain_on_shutdown(settings: Settings) -> list[str]:
     """The worker is stopping and its trainers die with it (GPUJOBS_DRAIN_ON_SHUTDOWN, set in
     containers): stop them as a spot notice would, so they checkpoint and resume later."""
@@ -82,10 +86,8 @@ def make_market(settings: Settings):  # type: ignore[no-untyped-def]
     from worker.launchers.spot_market import RateMarket, TraceMarket, market_origin
 
     if settings.spot_market == "trace":
-        if not settings.spot_trace:
-            raise ValueError("GPUJOBS_SPOT_MARKET=trace needs GPUJOBS_SPOT_TRACE (a trace file)")
         return TraceMarket.from_file(
-            Path(settings.spot_trace),
+            Path(settings.spot_trace) if settings.spot_trace else DEFAULT_TRACE,
             time_scale=settings.spot_trace_time_scale,
             t0=market_origin(settings.home),
         )

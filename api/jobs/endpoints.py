@@ -91,7 +91,7 @@ def cancel_job(
     job = service.cancel(session, principal=principal, job_id=job_id)
     body = views.job(job)
     session.commit()
-    request.app.state.nudge("reconcile", job_id)
+    request.app.state.nudge("reconcile", job.id)
     return respond(body)
 
 

@@ -8,6 +8,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt, JobEvent
+from gpujobs.resources import TERMINAL_STATUSES
+
+TERMINAL = [status.value for status in TERMINAL_STATUSES]
 
 
 def get(session: Session, *, job_id: str, team_id: str | None) -> Job | None:
@@ -16,6 +19,29 @@ def get(session: Session, *, job_id: str, team_id: str | None) -> Job | None:
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return session.scalars(query).first()
+
+
+def by_id_prefix(session: Session, *, prefix: str, team_id: str | None, limit: int) -> list[Job]:
+    """Jobs whose id starts with `prefix` (lower-case hex and dashes only: no LIKE wildcards)."""
+    query = select(Job).where(Job.id.startswith(prefix)).order_by(Job.id.desc()).limit(limit)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return list(session.scalars(query))
+
+
+def newest_by_name(session: Session, *, name: str, team_id: str | None) -> Job | None:
+    query = select(Job).where(Job.name == name).order_by(Job.id.desc()).limit(1)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return session.scalars(query).first()
+
+
+def active_with_name(session: Session, *, name: str, team_id: str) -> Job | None:
+    return session.scalars(
+        select(Job)
+        .where(Job.team_id == team_id, Job.name == name, Job.status.not_in(TERMINAL))
+        .limit(1)
+    ).first()
 
 
 def get_for_update(session: Session, *, job_id: str) -> Job | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from api.errors import Conflict, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
-from gpujobs.spec import JobSpec
+from gpujobs.spec import NAME_PATTERN, JobSpec
 
 # Admission control (budgets, feasibility) is a pluggable check so that `api` stays free of
 # placement details here; pricing installs it. It raises a DomainError to refuse a job.
@@ -50,6 +51,12 @@ def submit(
         )
         if existing is not None:
             return _replay(existing, request_hash)
+    if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
+        raise Conflict(
+            f"the team already has an unfinished job named {spec.name!r}: wait for it, cancel "
+            "it, or choose another name",
+            fields=[FieldError(field="name", reason="in use by an unfinished job of this team")],
+        )
     now = utcnow()
     if admission is not None:
         admission(session=session, team_id=principal.team_id, spec=spec, now=now)
@@ -102,15 +109,42 @@ def _is_id(value: str) -> bool:
         return False
 
 
+ID_PREFIX = re.compile(r"^[0-9a-f]{4,8}(-[0-9a-f]{0,4}){0,4}$")
+NAME = re.compile(NAME_PATTERN)
+AMBIGUITY_SHOWN = 5
+
+
 def get(session: Session, *, principal: Principal, job_id: str) -> Job:
-    if not _is_id(job_id):
+    """A job by reference: its id, a unique prefix of its id (4+ characters, as `ls` shows), or
+    its name (the newest job of that name; names are unique among a team's unfinished jobs)."""
+    team_id = None if principal.is_admin else principal.team_id
+    if _is_id(job_id):
+        job = repository.get(session, job_id=job_id, team_id=team_id)
+    else:
+        job = _resolve(session, team_id=team_id, reference=job_id)
+    if job is None or (principal.job_id is not None and principal.job_id != job.id):
         raise NotFound(f"job {job_id!r} not found")
-    job = repository.get(
-        session, job_id=job_id, team_id=None if principal.is_admin else principal.team_id
-    )
-    if job is None or (principal.job_id is not None and principal.job_id != job_id):
-        raise NotFound(f"job {job_id} not found")
     return job
+
+
+def _resolve(session: Session, *, team_id: str | None, reference: str) -> Job | None:
+    if len(reference) > 63:
+        return None
+    if ID_PREFIX.match(reference):
+        matches = repository.by_id_prefix(
+            session, prefix=reference, team_id=team_id, limit=AMBIGUITY_SHOWN + 1
+        )
+        if len(matches) > 1:
+            shown = ", ".join(job.id for job in matches[:AMBIGUITY_SHOWN])
+            raise Conflict(
+                f"{reference!r} is the start of several job ids ({shown}"
+                f"{', ...' if len(matches) > AMBIGUITY_SHOWN else ''}); give more characters"
+            )
+        if matches:
+            return matches[0]
+    if NAME.match(reference):
+        return repository.newest_by_name(session, name=reference, team_id=team_id)
+    return None
 
 
 def decode_cursor(cursor: str | None) -> str | None:
@@ -154,7 +188,7 @@ def list_jobs(
 def cancel(session: Session, *, principal: Principal, job_id: str) -> Job:
     """Cancel now in the database; the reconciler stops any running attempt through its launcher."""
     principal.require_team_token()
-    get(session, principal=principal, job_id=job_id)  # visibility: another team's job is a 404
+    job_id = get(session, principal=principal, job_id=job_id).id  # another team's job: 404
     # Lock the row: the reconciler may be finishing the job at this very moment.
     job = repository.get_for_update(session, job_id=job_id)
     assert job is not None
@@ -169,13 +203,13 @@ def cancel(session: Session, *, principal: Principal, job_id: str) -> Job:
 
 
 def events(session: Session, *, principal: Principal, job_id: str) -> list[JobEvent]:
-    get(session, principal=principal, job_id=job_id)
-    return repository.events(session, job_id=job_id)
+    job = get(session, principal=principal, job_id=job_id)
+    return repository.events(session, job_id=job.id)
 
 
 def attempts(session: Session, *, principal: Principal, job_id: str) -> list[JobAttempt]:
-    get(session, principal=principal, job_id=job_id)
-    return repository.attempts(session, job_id=job_id)
+    job = get(session, principal=principal, job_id=job_id)
+    return repository.attempts(session, job_id=job.id)
 
 
 def report_progress(

@@ -18,7 +18,7 @@ from api.errors import DomainError
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
 from api.jobs import repository, service
 from api.models import Job, JobAttempt
-from gpujobs.resources import JobStatus
+from gpujobs.resources import ErrorBody, JobStatus
 
 LogReader = Callable[..., Iterator[str]]  # (handle, *, follow) -> chunks of text
 
@@ -33,7 +33,13 @@ class LogsUnavailable(DomainError):
 @router.get(
     "/{job_id}/logs",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/plain": {}}}, 501: {"description": "No log reader"}},
+    responses={
+        200: {
+            "description": "Each attempt's output after a `=== attempt N: ... ===` line.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        501: {"model": ErrorBody, "description": "This API process has no log reader."},
+    },
 )
 def job_logs(
     request: Request,
@@ -42,7 +48,7 @@ def job_logs(
     principal: PrincipalDep,
     follow: Annotated[bool, Query(description="Keep streaming until the job ends.")] = False,
 ) -> StreamingResponse:
-    service.get(session, principal=principal, job_id=job_id)
+    job_id = service.get(session, principal=principal, job_id=job_id).id
     # The request's session lives until the stream ends: end its transaction now, so a long
     # stream holds no database lock (SQLite's is database-wide).
     session.rollback()

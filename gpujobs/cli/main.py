@@ -6,7 +6,7 @@
   3  not found
   4  authentication or permission refused (401/403)
   5  server error, rate limited or the API unreachable (after retries)
-  6  conflict (e.g. cancelling a job that already ended)
+  6  conflict
   7  --wait gave up (--timeout)
 130  interrupted (Ctrl-C)
 """
@@ -21,8 +21,11 @@ from typing import Any, TextIO
 from gpujobs import errors
 from gpujobs.cli import render
 from gpujobs.client import Client
+from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobStatus
+from gpujobs.spec import CapacityType
 from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.version import __version__
 
 EXIT_CODES: dict[type[errors.GpuJobsError], int] = {
     errors.WaitTimeout: 7,
@@ -37,6 +40,7 @@ EXIT_CODES: dict[type[errors.GpuJobsError], int] = {
     errors.Conflict: 6,
 }
 OK, JOB_NOT_SUCCEEDED, USAGE = 0, 1, 2
+JOB_HELP = "the job's id, a unique start of it, or its name"
 
 Command = Callable[[Client, argparse.Namespace, TextIO], int]
 
@@ -55,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 job failed/cancelled, 2 usage/invalid spec, 3 not found, "
         "4 auth, 5 server/connection, 6 conflict, 7 wait timed out",
     )
+    parser.add_argument("--version", action="version", version=f"gpujobs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     submit = sub.add_parser("submit", parents=[common], help="submit a job spec (YAML)")
@@ -73,17 +78,43 @@ def _parser() -> argparse.ArgumentParser:
     ls.set_defaults(run=cmd_ls)
 
     show = sub.add_parser("show", parents=[common], help="one job, with its attempts")
-    show.add_argument("job_id", metavar="ID")
+    show.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     show.set_defaults(run=cmd_show)
 
-    logs = sub.add_parser("logs", parents=[common], help="a job's log")
-    logs.add_argument("job_id", metavar="ID")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing as it grows")
-    logs.set_defaults(run=cmd_logs)
+    events = sub.add_parser("events", parents=[common], help="a job's decisions and changes")
+    events.add_argument("job_id", metavar="JOB", help=JOB_HELP)
+    events.set_defaults(run=cmd_events)
+
+    logs = sub.add_parser("logs", parents=[common], help="a job's log, followed until the job ends")
+    logs.add_argument("job_id", metavar="JOB", help=JOB_HELP)
+    logs.add_argument(
+        "--no-follow", dest="follow", action="store_false", help="print what is there and stop"
+    )
+    logs.add_argument("-f", "--follow", action="store_true", help=argparse.SUPPRESS)
+    logs.set_defaults(run=cmd_logs, follow=True)
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a job")
-    cancel.add_argument("job_id", metavar="ID")
+    cancel.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     cancel.set_defaults(run=cmd_cancel)
+
+    download = sub.add_parser(
+        "download", parents=[common], help="a job's trained weights (or a checkpoint)"
+    )
+    download.add_argument("job_id", metavar="JOB", help=JOB_HELP)
+    download.add_argument("--step", type=int, help="a checkpoint's step (default: the final one)")
+    download.add_argument("-o", "--output", default=".", help="folder (default: here)")
+    download.set_defaults(run=cmd_download)
+
+    offers = sub.add_parser("offers", parents=[common], help="the price catalog, cheapest first")
+    offers.add_argument("--gpu", action="append", default=[], help="GPU model, e.g. A100")
+    offers.add_argument("--region", action="append", default=[])
+    offers.add_argument("--cloud", action="append", default=[])
+    offers.add_argument("--gpus", type=int, help="GPUs per node")
+    offers.add_argument(
+        "--capacity", choices=[c.value for c in CapacityType], help="sort by this capacity's price"
+    )
+    offers.add_argument("--limit", type=int, default=20)
+    offers.set_defaults(run=cmd_offers)
 
     estimate = sub.add_parser("estimate", parents=[common], help="price a spec without running it")
     estimate.add_argument("file", metavar="FILE.yaml")
@@ -146,8 +177,13 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         return OK
     sys.stderr.write(f"submitted {job.id}  {job.name}; waiting (Ctrl-C stops waiting)\n")
     bar = render.ProgressBar(sys.stderr)
+    seen: set[int] = set()
 
     def on_progress(current: Job) -> None:
+        for event in client.events(current.id):
+            if event.id not in seen:
+                seen.add(event.id)
+                bar.note(f"{render.when(event.at, seconds=True)}  {render.event_line(event)}")
         bar.update(current, render.cost_so_far(client.attempts(current.id)))
 
     try:
@@ -207,7 +243,10 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         ("preemptions", job.preemptions),
         ("restarts", job.restarts),
         ("resume from step", job.resume_from_step),
-        ("cost so far", render.money(render.cost_so_far(attempts))),
+        (
+            "cost" if job.status.terminal else "cost so far",
+            render.money(render.cost_so_far(attempts)),
+        ),
     ]
     for name, value in fields:
         out.write(f"{name + ':':<18}{'-' if value is None else value}\n")
@@ -234,17 +273,44 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_logs(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    if not args.follow:
-        out.write(client.logs(args.job_id))
+    chunks = client.logs(args.job_id, follow=True) if args.follow else [client.logs(args.job_id)]
+    lines = render.LogLines(out, as_json=args.json)
+    for chunk in chunks:
+        lines.feed(chunk)
+    lines.close()
+    return OK
+
+
+def cmd_events(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.get(args.job_id)
+    events = client.events(job.id)
+    if args.json:
+        render.print_json(events, out)
         return OK
-    for chunk in client.logs(args.job_id, follow=True):
-        out.write(chunk)
-        out.flush()
+    rows = [
+        (
+            render.when(e.at, seconds=True),
+            f"{e.from_status.value if e.from_status else '-'} -> {e.to_status.value}",
+            e.reason,
+            render.event_figures(e.data),
+        )
+        for e in events
+    ]
+    render.table(("AT", "CHANGE", "REASON", "FIGURES"), rows, out)
     return OK
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    job = client.cancel(args.job_id)
+    job = client.get(args.job_id)
+    if job.status.terminal:
+        # Cancelling has nothing left to stop, whichever way the job ended: the same answer.
+        sys.stderr.write(f"{job.id} already ended as {job.status.value}; nothing to cancel\n")
+    else:
+        try:
+            job = client.cancel(job.id)
+        except errors.Conflict:  # it ended between the two calls
+            job = client.get(job.id)
+            sys.stderr.write(f"{job.id} ended as {job.status.value} before the cancel\n")
     if args.json:
         render.print_json(job, out)
     else:
@@ -252,52 +318,64 @@ def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
-PLAN_COLUMNS = (
-    "gpu_model",
-    "instance_type",
-    "zone",
-    "capacity_type",
-    "nodes",
-    "price_per_hour",
-    "expected_cost",
-    "p_meet_deadline",
-    "expected_finish",
-)
+def cmd_download(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.get(args.job_id)
+    folder = client.download(job.id, args.output, step=args.step)
+    if args.json:
+        render.print_json({"job_id": job.id, "path": str(folder)}, out)
+    else:
+        out.write(f"{folder}\n")
+    return OK
 
 
-def _plan_cell(key: str, value: Any) -> str:
-    if isinstance(value, float):
-        if any(word in key for word in ("cost", "price", "usd")):
-            return render.money(value)
-        if key.startswith("p_") and 0 <= value <= 1:
-            return f"{value:.0%}"
-        return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
-    if isinstance(value, str) and len(value) >= 16 and value[4:5] == "-" and value[10:11] == "T":
-        return value[:16].replace("T", " ")  # an ISO timestamp, to the minute
-    return "-" if value is None else str(value)
+def cmd_offers(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    offers = client.offers(
+        gpu_models=args.gpu, regions=args.region, clouds=args.cloud, gpu_count=args.gpus,
+        capacity=args.capacity, limit=args.limit,
+    )  # fmt: skip
+    if args.json:
+        render.print_json(offers, out)
+        return OK
+    rows = [
+        (
+            o.cloud, o.region, o.zone, o.instance_type, f"{o.gpu_count}x{o.gpu_model}",
+            "-" if o.gpu_memory_gb is None else f"{o.gpu_memory_gb:g}",
+            render.money(o.on_demand_price), render.money(o.spot_price),
+        )
+        for o in offers.items
+    ]  # fmt: skip
+    headers = ("CLOUD", "REGION", "ZONE", "INSTANCE", "GPUS", "GPU GB", "ON-DEMAND/H", "SPOT/H")
+    render.table(headers, rows, out)
+    out.write(f"{len(offers.items)} of {offers.total} offers\n")
+    return OK
 
 
-def _plan_columns(plans: list[dict[str, Any]]) -> list[str]:
-    present: list[str] = []
-    for plan in plans:
-        for key, value in plan.items():
-            if key not in present and not isinstance(value, dict | list):
-                present.append(key)
-    preferred = [c for c in PLAN_COLUMNS if c in present]
-    return (preferred + [c for c in present if c not in preferred])[:9]
+def _plan_row(rank: int, plan: Plan) -> tuple[object, ...]:
+    o = plan.offer
+    return (
+        rank,
+        f"{o.cloud}/{o.region}/{o.zone}",
+        o.instance_type,
+        f"{plan.nodes}x{o.gpu_count}x{o.gpu_model}",
+        plan.capacity_type.value,
+        render.money(plan.price_per_hour),
+        render.money(plan.expected_cost),
+        f"{plan.p_meet_deadline:.0%}",
+        render.when(plan.expected_finish),
+    )
 
 
 def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    plans = client.estimate(args.file)
+    estimate = client.estimate(args.file)
     if args.json:
-        render.print_json(plans, out)
+        render.print_json(estimate, out)
         return OK
-    if not plans:
+    if not estimate.plans:
         out.write("no plan can run this spec\n")
         return OK
-    columns = _plan_columns(plans)
-    rows = [[i + 1, *(_plan_cell(c, plan.get(c)) for c in columns)] for i, plan in enumerate(plans)]
-    render.table(["#", *(c.upper() for c in columns)], rows, out)
+    rows = [_plan_row(i + 1, plan) for i, plan in enumerate(estimate.plans)]
+    headers = ("#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H", "EXPECTED", "P(MEET)")
+    render.table((*headers, "FINISH"), rows, out)
     return OK
 
 

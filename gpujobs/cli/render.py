@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -10,17 +11,100 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from gpujobs.resources import Job, JobAttempt
+from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus
 
 
 def money(usd: float | None) -> str:
+    """Cents, and for amounts under a cent the first significant digits: never a false $0.00."""
     if usd is None:
         return "-"
-    return f"-${-usd:,.2f}" if usd < 0 else f"${usd:,.2f}"
+    amount = abs(usd)
+    if amount >= 0.01 or amount == 0:
+        text = f"{amount:,.2f}"
+    elif amount >= 0.0001:
+        text = f"{amount:.4f}".rstrip("0")
+    else:
+        return "<$0.0001" if usd > 0 else "-<$0.0001"
+    return f"-${text}" if usd < 0 else f"${text}"
 
 
-def when(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+def when(value: datetime | None, *, seconds: bool = False) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
+
+
+def event_figures(data: dict[str, Any]) -> str:
+    """An event's figures on one line: `key=value`, floats rounded for reading."""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, dict | list):
+            value = json.dumps(value, separators=(",", ":"))
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def event_line(event: JobEvent) -> str:
+    """One line a person reads while waiting: where the job went, and why."""
+    d = event.data
+    attempt = f"attempt {d['attempt']}" if "attempt" in d else "job"
+    to = event.to_status
+    reason = f": {event.reason}" if event.reason else ""
+    if to == JobStatus.SCHEDULED and "offer" in d:
+        figures = [f"{money(d.get('price_per_hour'))}/h"]
+        if "expected_cost" in d:
+            figures.append(f"expected {money(d['expected_cost'])}")
+        if "p_meet_deadline" in d:
+            figures.append(f"P(meet deadline) {d['p_meet_deadline']:.0%}")
+        capacity = str(d.get("capacity_type", "")).replace("_", "-")
+        return f"{attempt} placed on {capacity} {d['offer']} ({', '.join(figures)}){reason}"
+    if to == JobStatus.RUNNING:
+        return f"{attempt} running"
+    if to == JobStatus.PREEMPTED:
+        step = f" at step {d['step']}" if d.get("step") is not None else ""
+        return f"{attempt} preempted{step}{reason}"
+    if to == JobStatus.PENDING and event.from_status is not None:
+        resume = d.get("resume_from_step")
+        again = f"; will resume from step {resume}" if resume else ""
+        return f"back to pending{again}{reason}"
+    return f"{to.value.lower()}{reason}"
+
+
+class LogLines:
+    """Log text as it arrives; with `as_json`, one JSON object per line, tagged with its attempt
+    (from the `=== attempt N: ... ===` lines the API puts before each attempt's output)."""
+
+    HEADER = re.compile(r"^=== attempt (\d+): (.*) ===$")
+
+    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.partial = ""
+        self.attempt: int | None = None
+
+    def feed(self, chunk: str) -> None:
+        if not self.as_json:
+            self.out.write(chunk)
+            self.out.flush()
+            return
+        *lines, self.partial = (self.partial + chunk).split("\n")
+        for line in lines:
+            self._line(line)
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.as_json and self.partial:
+            self._line(self.partial)
+            self.partial = ""
+
+    def _line(self, line: str) -> None:
+        header = self.HEADER.match(line)
+        if header:
+            self.attempt = int(header.group(1))
+            return
+        self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
@@ -85,6 +169,8 @@ class ProgressBar:
             steps = f"{bar} {p.step}/{p.total_steps} steps {done:4.0%}"
         elif p is not None:
             steps = f"step {p.step}"
+        elif job.status == JobStatus.RUNNING:
+            steps = "starting: the trainer has not reported a step yet"
         else:
             steps = "waiting for the first progress report"
         line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(cost)}"
@@ -95,6 +181,16 @@ class ProgressBar:
         elif state != self.last_state:
             self.out.write(line + "\n")
         self.last, self.last_state = line, state
+
+    def note(self, line: str) -> None:
+        """A line above the bar, which is then drawn again below it."""
+        if self.tty:
+            self.out.write("\r" + line.ljust(len(self.last)) + "\n")
+            if self.last:
+                self.out.write(self.last)
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
 
     def finish(self) -> None:
         if self.tty and self.last:

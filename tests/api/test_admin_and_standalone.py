@@ -32,6 +32,12 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def admin_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "api.admin", *args], env=env, capture_output=True, text=True
+    )
+
+
 def test_create_team_prints_a_token_once_and_stores_only_its_hash(tmp_path: Path) -> None:
     env = _env(tmp_path)
     run = subprocess.run(
@@ -54,6 +60,46 @@ def test_create_team_prints_a_token_once_and_stores_only_its_hash(tmp_path: Path
     )
     assert again.returncode == 1
     assert "already exists" in again.stderr
+
+
+def test_the_cli_lists_creates_and_revokes_tokens(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    first = admin_cli(env, "create-team", "research").stdout.strip()
+    admin_cli(env, "create-team", "vision")
+    made = admin_cli(
+        env, "create-token", "--team", "research", "--name", "ci", "--expires-in", "30d"
+    )
+    assert made.returncode == 0, made.stderr
+    second = made.stdout.strip()
+    assert second.startswith("gpj_") and second != first
+
+    listing = admin_cli(env, "list-tokens", "--team", "research")
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    assert lines[0].split()[:4] == ["ID", "TEAM", "NAME", "PREFIX"]
+    assert [line.split()[1:3] for line in lines[1:]] == [
+        ["research", "initial"],
+        ["research", "ci"],
+    ]
+    assert first not in listing.stdout and second not in listing.stdout
+    listed = json.loads(admin_cli(env, "list-tokens", "--json").stdout)["items"]
+    assert {t["team"] for t in listed} == {"research", "vision"}
+    ci = next(t for t in listed if t["name"] == "ci")
+    assert ci["expires_at"] is not None and ci["last_used_at"] is None
+
+    revoked = admin_cli(env, "revoke-token", ci["id"])
+    assert revoked.returncode == 0 and ci["id"] in revoked.stdout
+    active = json.loads(admin_cli(env, "list-tokens", "--json").stdout)["items"]
+    assert ci["id"] not in [t["id"] for t in active]
+    everything = admin_cli(env, "list-tokens", "--all", "--team", "research").stdout
+    assert "revoked" in everything
+
+    missing = admin_cli(env, "revoke-token", "00000000-0000-7000-8000-000000000000")
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    bad = admin_cli(env, "create-token", "--team", "research", "--expires-in", "soon")
+    assert bad.returncode == 2 and "--expires-in" in bad.stderr
+    nobody = admin_cli(env, "create-token", "--team", "nobody")
+    assert nobody.returncode == 1 and "team 'nobody' not found" in nobody.stderr
 
 
 @pytest.fixture
@@ -86,6 +132,34 @@ def standalone(tmp_path: Path):  # type: ignore[no-untyped-def]
     yield url, tmp_path / "credentials.json"
     process.terminate()
     process.wait(timeout=30)
+
+
+def test_the_default_team_is_not_an_admin_and_the_admin_token_is_kept_apart(  # type: ignore[no-untyped-def]
+    standalone,
+) -> None:
+    """The attack of issue 9: the default team's token, stolen, must not read other teams."""
+    url, credentials_file = standalone
+    default = {"Authorization": f"Bearer {json.loads(credentials_file.read_text())['token']}"}
+    admin_file = credentials_file.parent / "home" / "admin_token"
+    assert oct(admin_file.stat().st_mode & 0o777) == "0o600"
+    admin = {"Authorization": f"Bearer {admin_file.read_text().strip()}"}
+    assert admin_file.read_text().strip() not in credentials_file.read_text()
+
+    assert httpx.get(f"{url}/v1/admin/tokens", headers=default).status_code == 403
+    assert (
+        httpx.post(f"{url}/v1/admin/teams", json={"name": "x"}, headers=default).status_code == 403
+    )
+    created = httpx.post(f"{url}/v1/admin/teams", json={"name": "other"}, headers=admin)
+    assert created.status_code == 201
+    other = {"Authorization": f"Bearer {created.json()['token']}"}
+    body = {"name": "secret", "trainer": {"steps": 10}, "capacity": {"types": ["on_demand"]}}
+    theirs = httpx.post(f"{url}/v1/jobs", json=body, headers=other).json()["id"]
+    assert httpx.get(f"{url}/v1/jobs/{theirs}", headers=default).status_code == 404
+    assert httpx.get(f"{url}/v1/jobs", headers=default).json()["items"] == []
+    assert httpx.get(f"{url}/v1/usage", headers=default).status_code == 200
+    assert theirs not in httpx.get(f"{url}/v1/usage", headers=default).text
+    assert httpx.get(f"{url}/v1/jobs/{theirs}", headers=admin).status_code == 200
+    httpx.post(f"{url}/v1/jobs/{theirs}/cancel", headers=other)
 
 
 def test_embedded_default_serves_the_api_with_the_printed_token(standalone) -> None:  # type: ignore[no-untyped-def]

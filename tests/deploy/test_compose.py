@@ -219,7 +219,6 @@ def test_the_api_starts_with_the_kubernetes_launcher_and_no_cluster_config(
         "import worker.api_app as m\n"
         "with TestClient(m.app) as client:\n"
         "    print(client.get('/healthz').status_code)\n"
-        "print(next(m.app.state.logs('k8s:none')))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
@@ -230,9 +229,7 @@ def test_the_api_starts_with_the_kubernetes_launcher_and_no_cluster_config(
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    status, logs = result.stdout.splitlines()[:2]
-    assert status == "200"
-    assert logs.startswith("[logs unavailable: the launcher is not configured")
+    assert result.stdout.splitlines()[0] == "200"
 
 
 def test_entrypoint_generates_the_admin_token_once(tmp_path: Path) -> None:

@@ -10,8 +10,11 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from kubernetes.client import ApiClient
 
 from api.settings import Settings
+from gpujobs.runtime import RunConfig
+from gpujobs.spec import CapacityType, TrainerSpec
 from tests.deploy.support import (
     AWS_KEYS,
     PROD_SETTINGS,
@@ -19,6 +22,16 @@ from tests.deploy.support import (
     settings_from_env,
     unknown_settings_keys,
 )
+from tests.launchers.k8s_calls import (
+    API_ENTRY_POINTS,
+    WORKER_ENTRY_POINTS,
+    Call,
+    launcher_calls,
+)
+from tests.launchers.pod_security import restricted_violations
+from worker.launchers.base import LaunchRequest
+from worker.launchers.kubernetes import KubernetesLauncherConfig
+from worker.launchers.kubernetes.manifests import build_manifests
 
 CHART = REPO / "deploy" / "helm" / "gpujobs"
 KUBE_VERSION = "1.33.0"
@@ -32,6 +45,9 @@ FULL: dict[str, Any] = {
     "jobs": {"namespace": "training", "kueueQueue": "gpu-queue"},
     "trainer": {
         "image": {"repository": "registry.example.com/gpujobs/trainer", "tag": "1.2.3"},
+        "imagePullSecrets": ["trainer-regcred"],
+        "resources": {"cpuPerGpu": 8, "memoryGiBPerGpu": 60, "qos": "guaranteed"},
+        "shmSizeGiB": 32,
         "serviceAccount": {
             "create": True,
             "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/trainer"},
@@ -59,7 +75,8 @@ FULL: dict[str, Any] = {
         },
     },
     "worker": {
-        "args": ["--concurrency=4"],
+        "concurrency": 4,
+        "args": ["--max-tasks-per-child=100"],
         "livenessProbe": {
             "exec": {"command": ["celery", "-A", "worker.celery_app", "inspect", "ping"]},
             "periodSeconds": 60,
@@ -76,8 +93,23 @@ STATIC_S3: dict[str, Any] = {
         "secretAccessKey": "secret",
         "endpointUrl": "http://s3:8333",
     },
+    "trainer": {"s3": {"accessKeyId": "AKIDTRAINER", "secretAccessKey": "trainer-secret"}},
 }
-CASES = {"defaults": DEFAULTS, "full": FULL, "static-s3": STATIC_S3}
+# One per cloud: how spot and on-demand nodes are told apart there.
+PROFILE_CASES: dict[str, dict[str, Any]] = {
+    "eks": {"jobs": {"capacityProfile": "eks"}},
+    "gke": {"jobs": {"capacityProfile": "gke"}},
+    "aks": {"jobs": {"capacityProfile": "aks", "spotTaints": ["pool=gpu-spot:NoSchedule"]}},
+    "custom": {
+        "jobs": {
+            "capacityProfile": "custom",
+            "capacityTypeLabel": "node.example.com/lifecycle",
+            "capacityTypeValues": {"spot": "preemptible", "on_demand": "normal"},
+            "terminationGraceSeconds": 60,
+        }
+    },
+}
+CASES = {"defaults": DEFAULTS, "full": FULL, "static-s3": STATIC_S3, **PROFILE_CASES}
 
 
 def _render(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -135,22 +167,26 @@ def test_components_exist(case: tuple[dict, list[dict[str, Any]]]) -> None:
     _one(objects, "Service", "gpujobs-api")
     _one(objects, "ConfigMap", "gpujobs")
     _one(objects, "ServiceAccount", "gpujobs")
+    _one(objects, "ServiceAccount", "gpujobs-api")
     assert len(_by_kind(objects, "Ingress")) == (1 if values is FULL else 0)
 
 
 def test_entry_points_and_probes(case: tuple[dict, list[dict[str, Any]]]) -> None:
-    _, objects = case
+    values, objects = case
     api = _one(objects, "Deployment", "gpujobs-api")["spec"]["template"]["spec"]["containers"][0]
     assert api["command"][:2] == ["uvicorn", "worker.api_app:app"]
     assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     worker = _one(objects, "Deployment", "gpujobs-worker")["spec"]["template"]["spec"]
+    concurrency = values.get("worker", {}).get("concurrency", 2)
+    # Bounded: Celery's default is the node's CPU count, whatever the pod's limit.
     assert worker["containers"][0]["command"] == [
         "celery",
         "-A",
         "worker.celery_app",
         "worker",
         "--loglevel=INFO",
+        f"--concurrency={concurrency}",
     ]
     beat = _one(objects, "Deployment", "gpujobs-beat")
     assert beat["spec"]["replicas"] == 1
@@ -259,49 +295,84 @@ def test_pods_run_as_non_root_with_scheduling_knobs(
             assert spec["imagePullSecrets"] == [{"name": "regcred"}], name
 
 
-def _grants(rules: list[dict[str, Any]], group: str, resource: str, verbs: set[str]) -> bool:
-    for rule in rules:
-        if group in rule["apiGroups"] and resource in rule["resources"]:
-            verbs = verbs - set(rule["verbs"])
-    return not verbs
+def _granted(rules: list[dict[str, Any]], *, namespaced: bool) -> set[Call]:
+    return {
+        Call(group, resource, verb, namespaced)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
-def test_rbac_lets_the_launcher_run_jobs(case: tuple[dict, list[dict[str, Any]]]) -> None:
+def _bound_account(objects: list[dict[str, Any]], kind: str, name: str) -> str:
+    binding = _one(objects, kind, name)
+    assert binding["roleRef"]["name"] == name
+    (subject,) = binding["subjects"]
+    assert subject["namespace"] == NAMESPACE
+    return str(subject["name"])
+
+
+def test_rbac_grants_exactly_the_calls_the_launcher_makes(
+    case: tuple[dict, list[dict[str, Any]]],
+) -> None:
+    """Derived from the code: tests/launchers/k8s_calls.py reads every API call the launcher
+    can make (and test_k8s_launcher checks that read against the requests it really sends)."""
     values, objects = case
     jobs_namespace = values.get("jobs", {}).get("namespace") or NAMESPACE
+    calls = launcher_calls(*WORKER_ENTRY_POINTS)
     role = _one(objects, "Role", "gpujobs-launcher")
     assert role["metadata"]["namespace"] == jobs_namespace
-    rules = role["rules"]
-    crud = {"get", "list", "watch", "create", "delete"}
-    assert _grants(rules, "batch", "jobs", crud | {"patch"})
-    assert _grants(rules, "", "pods", {"get", "list", "watch"})
-    assert _grants(rules, "", "pods/log", {"get"})
-    assert _grants(rules, "", "services", crud)
-    assert _grants(rules, "", "secrets", crud)
-    assert _grants(rules, "", "events", {"get", "list", "watch"})
-
-    binding = _one(objects, "RoleBinding", "gpujobs-launcher")
-    assert binding["metadata"]["namespace"] == jobs_namespace
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": "gpujobs-launcher",
+    assert _granted(role["rules"], namespaced=True) == {c for c in calls if c.namespaced}
+    (cluster_role,) = _by_kind(objects, "ClusterRole")
+    assert _granted(cluster_role["rules"], namespaced=False) == {
+        c for c in calls if not c.namespaced
     }
-    (subject,) = binding["subjects"]
-    account = _one(objects, "ServiceAccount", subject["name"])
-    assert subject["namespace"] == account["metadata"]["namespace"] == NAMESPACE
-    for name in ("gpujobs-api", "gpujobs-worker"):
-        spec = _one(objects, "Deployment", name)["spec"]["template"]["spec"]
-        assert spec["serviceAccountName"] == subject["name"], name
+    worker_account = _bound_account(objects, "RoleBinding", "gpujobs-launcher")
+    assert _bound_account(objects, "ClusterRoleBinding", cluster_role["metadata"]["name"]) == (
+        worker_account
+    )
+    worker = _one(objects, "Deployment", "gpujobs-worker")["spec"]["template"]["spec"]
+    assert worker["serviceAccountName"] == worker_account
+    assert _one(objects, "ServiceAccount", worker_account)["metadata"]["namespace"] == NAMESPACE
 
 
-def test_kueue_and_trainer_account(case: tuple[dict, list[dict[str, Any]]]) -> None:
+def test_api_has_its_own_account_that_can_only_read_logs(
+    case: tuple[dict, list[dict[str, Any]]],
+) -> None:
     values, objects = case
-    rules = _one(objects, "Role", "gpujobs-launcher")["rules"]
-    kueue = _grants(rules, "kueue.x-k8s.io", "workloads", {"get", "list", "watch"})
-    assert kueue == bool(values.get("jobs", {}).get("kueueQueue"))
+    jobs_namespace = values.get("jobs", {}).get("namespace") or NAMESPACE
+    api = _one(objects, "Deployment", "gpujobs-api")["spec"]["template"]["spec"]
+    account = api["serviceAccountName"]
+    assert account == "gpujobs-api" != _bound_account(objects, "RoleBinding", "gpujobs-launcher")
+    # The API reads trainer logs through the Kubernetes API, nothing more.
+    assert api["automountServiceAccountToken"] is True
+    role = _one(objects, "Role", "gpujobs-log-reader")
+    assert role["metadata"]["namespace"] == jobs_namespace
+    assert _granted(role["rules"], namespaced=True) == launcher_calls(*API_ENTRY_POINTS)
+    assert _bound_account(objects, "RoleBinding", "gpujobs-log-reader") == account
+    bindings = [*_by_kind(objects, "RoleBinding"), *_by_kind(objects, "ClusterRoleBinding")]
+    bound = [b["metadata"]["name"] for b in bindings if b["subjects"][0]["name"] == account]
+    assert bound == ["gpujobs-log-reader"]
+    # Its token is mounted nowhere by default; beat and migrations never get one.
+    assert _one(objects, "ServiceAccount", account)["automountServiceAccountToken"] is False
+    beat = _one(objects, "Deployment", "gpujobs-beat")["spec"]["template"]["spec"]
+    assert beat["automountServiceAccountToken"] is False
+
+
+def test_without_the_kubernetes_launcher_the_api_gets_no_token() -> None:
+    objects = _render({"launcher": "local"})
+    api = _one(objects, "Deployment", "gpujobs-api")["spec"]["template"]["spec"]
+    assert api["automountServiceAccountToken"] is False
+    assert [r["metadata"]["name"] for r in _by_kind(objects, "Role")] == ["gpujobs-launcher"]
+
+
+def test_trainer_account(case: tuple[dict, list[dict[str, Any]]]) -> None:
+    values, objects = case
     trainers = [
-        sa for sa in _by_kind(objects, "ServiceAccount") if sa["metadata"]["name"] != "gpujobs"
+        sa
+        for sa in _by_kind(objects, "ServiceAccount")
+        if sa["metadata"]["name"] not in ("gpujobs", "gpujobs-api")
     ]
     if values is FULL:
         (trainer,) = trainers
@@ -311,6 +382,117 @@ def test_kueue_and_trainer_account(case: tuple[dict, list[dict[str, Any]]]) -> N
         assert trainer["automountServiceAccountToken"] is False
     else:
         assert trainers == []
+
+
+def test_api_has_a_disruption_budget_and_an_autoscaler(
+    case: tuple[dict, list[dict[str, Any]]],
+) -> None:
+    _, objects = case
+    api = _one(objects, "Deployment", "gpujobs-api")
+    selector = api["spec"]["selector"]["matchLabels"]
+    pdb = _one(objects, "PodDisruptionBudget", "gpujobs-api")
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    assert pdb["spec"]["minAvailable"] == 1
+    hpa = _one(objects, "HorizontalPodAutoscaler", "gpujobs-api")
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "gpujobs-api",
+    }
+    assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+    # The HPA owns the replica count: the Deployment must not reset it on every upgrade.
+    assert "replicas" not in api["spec"]
+    fixed = _render({"api": {"autoscaling": {"enabled": False}, "replicas": 3}})
+    assert _by_kind(fixed, "HorizontalPodAutoscaler") == []
+    assert _one(fixed, "Deployment", "gpujobs-api")["spec"]["replicas"] == 3
+
+
+def test_every_chart_pod_passes_the_restricted_pod_security_profile(
+    case: tuple[dict, list[dict[str, Any]]],
+) -> None:
+    _, objects = case
+    for name, spec in _pod_specs(objects):
+        assert restricted_violations(spec) == [], name
+
+
+# -- the trainer pods the chart's settings produce, per cloud ----------------------------------
+
+EXPECTED_SPOT_SELECTOR = {
+    "defaults": {"karpenter.sh/capacity-type": "spot"},
+    "eks": {"eks.amazonaws.com/capacityType": "SPOT"},
+    "gke": {},  # node affinity: gke-spot or gke-preemptible
+    "aks": {"kubernetes.azure.com/scalesetpriority": "spot"},
+    "custom": {"node.example.com/lifecycle": "preemptible"},
+}
+EXPECTED_GRACE = {"defaults": 120, "eks": 120, "gke": 25, "aks": 25, "custom": 60}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_SPOT_SELECTOR))
+@pytest.mark.parametrize("capacity", list(CapacityType))
+def test_trainer_jobs_from_each_cloud_profile_are_valid(
+    name: str, capacity: CapacityType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart's ConfigMap and Secret become the worker's Settings, which shape the Job."""
+    values = CASES[name]
+    objects = _render(values)
+    env = dict(_one(objects, "ConfigMap", "gpujobs")["data"])
+    env.update(_one(objects, "Secret", "gpujobs")["stringData"])
+    config = KubernetesLauncherConfig.from_settings(settings_from_env(monkeypatch, env))
+    request = LaunchRequest(
+        job_id="job-1",
+        attempt_id="att-1",
+        attempt_number=1,
+        job_name="demo",
+        team="acme",
+        cloud="aws",
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_type="g5.xlarge",
+        gpu_model="A10G",
+        gpus_per_node=1,
+        nodes=2,
+        capacity_type=capacity,
+        run_config=RunConfig(trainer=TrainerSpec(steps=10), checkpoint_uri="s3://b/p"),
+        job_token="tok",
+    )
+    manifests = build_manifests(request, config)
+    api = ApiClient()
+    for obj in (manifests.job, manifests.secret, manifests.service):
+        kubernetes_validate.validate(api.sanitize_for_serialization(obj), KUBE_VERSION, strict=True)
+    pod = api.sanitize_for_serialization(manifests.job)["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    assert pod["terminationGracePeriodSeconds"] == EXPECTED_GRACE[name]
+    if capacity is CapacityType.SPOT:
+        selector = dict(pod["nodeSelector"])
+        selector.pop("node.kubernetes.io/instance-type")
+        assert selector == EXPECTED_SPOT_SELECTOR[name]
+    if name == "aks" and capacity is CapacityType.SPOT:
+        keys = {(t["key"], t.get("value")) for t in pod["tolerations"]}
+        assert {("kubernetes.azure.com/scalesetpriority", "spot"), ("pool", "gpu-spot")} <= keys
+
+
+def test_trainer_settings_reach_the_worker() -> None:
+    objects = _render({**FULL, "existingSecret": ""})
+    data = _one(objects, "ConfigMap", "gpujobs")["data"]
+    assert json.loads(data["GPUJOBS_K8S_IMAGE_PULL_SECRETS"]) == ["trainer-regcred"]
+    assert data["GPUJOBS_K8S_TRAINER_QOS"] == "guaranteed"
+    assert data["GPUJOBS_K8S_SHM_SIZE_GIB"] == "32"
+    secret = _one(_render(STATIC_S3), "Secret", "gpujobs")["stringData"]
+    # The trainers' keys travel apart from the control plane's own.
+    assert secret["GPUJOBS_K8S_TRAINER_S3_ACCESS_KEY_ID"] == "AKIDTRAINER"
+    assert secret["AWS_ACCESS_KEY_ID"] == "AKIDEXAMPLE"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"jobs": {"capacityProfile": "custom"}}, "capacityTypeLabel is required"),
+        ({"jobs": {"capacityTypeLabel": "x"}}, "custom only"),
+    ],
+)
+def test_inconsistent_capacity_values_fail_the_render(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm.HelmRenderError, match=message):
+        _render(values)
 
 
 def test_ingress_routes_to_the_api_service() -> None:
@@ -328,7 +510,9 @@ def test_missing_database_url_fails_the_render() -> None:
         _render({"database": {"url": ""}})
 
 
-@pytest.mark.parametrize("key", ["no_such_setting", "k8s_namespace", "admin_token"])
+@pytest.mark.parametrize(
+    "key", ["no_such_setting", "k8s_namespace", "admin_token", "metrics_token"]
+)
 def test_extra_settings_take_only_free_settings_fields(key: str) -> None:
     """Unknown names, names the chart sets itself, and secrets are refused before rendering."""
     with pytest.raises(helm.HelmValuesError, match=key):
@@ -339,10 +523,99 @@ def test_values_schema_lists_every_other_settings_field() -> None:
     """extraSettings' allowed names = Settings fields the chart does not set or keep secret."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     allowed = set(schema["properties"]["extraSettings"]["propertyNames"]["enum"])
-    configmap = _one(_render(DEFAULTS), "ConfigMap", "gpujobs")["data"]
-    set_by_chart = {key.removeprefix("GPUJOBS_").lower() for key in configmap}
-    expected = set(Settings.model_fields) - set_by_chart - {"database_url", "admin_token"}
+    keys: set[str] = set()
+    for values in (DEFAULTS, PROFILE_CASES["custom"]):
+        keys |= set(_one(_render(values), "ConfigMap", "gpujobs")["data"])
+    set_by_chart = {key.removeprefix("GPUJOBS_").lower() for key in keys}
+    secrets = {"database_url", "admin_token", "metrics_token"} | {
+        "k8s_trainer_s3_access_key_id",
+        "k8s_trainer_s3_secret_access_key",
+    }
+    expected = set(Settings.model_fields) - set_by_chart - secrets
     assert allowed == expected, (
         "update extraSettings.propertyNames.enum in values.schema.json to match Settings: "
         f"add {sorted(expected - allowed)}, drop {sorted(allowed - expected)}"
+    )
+
+
+# -- values.schema.json ---------------------------------------------------------------------------
+
+
+def _schema() -> dict[str, Any]:
+    return dict(json.loads((CHART / "values.schema.json").read_text()))
+
+
+def _walk(values: dict[str, Any], schema: dict[str, Any], path: str) -> Iterator[str]:
+    """Problems: values without a described, typed schema entry, and schema entries of closed
+    objects that values.yaml does not have."""
+    properties = schema.get("properties", {})
+    for key, value in values.items():
+        where = f"{path}.{key}".lstrip(".")
+        entry = properties.get(key)
+        if entry is None:
+            yield f"{where}: not in the schema"
+            continue
+        if not entry.get("description") or "type" not in entry:
+            yield f"{where}: no description or type"
+        if isinstance(value, dict) and "properties" in entry:
+            yield from _walk(value, entry, where)
+    if schema.get("additionalProperties") is False:
+        for key in set(properties) - set(values) - {"global"}:
+            yield f"{path}.{key}: in the schema, not in values.yaml"
+
+
+def test_values_schema_describes_and_types_every_value() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = _schema()
+    assert schema["additionalProperties"] is False
+    assert list(_walk(values, schema, "")) == []
+
+
+def test_values_schema_closes_the_chart_s_own_objects() -> None:
+    """Typos in the chart's own keys fail; maps passed to Kubernetes as they are stay open."""
+    open_maps = {
+        "tolerations", "affinity", "nodeSelector", "podAnnotations", "podLabels", "annotations",
+        "podSecurityContext", "securityContext", "resources", "livenessProbe", "readinessProbe",
+        "extraEnv", "extraEnvFrom", "hosts", "tls", "extraSettings", "capacityTypeValues",
+        "global",
+    }  # fmt: skip
+
+    def objects(schema: dict[str, Any], name: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        if schema.get("type") == "object":
+            yield name, schema
+        for key, sub in schema.get("properties", {}).items():
+            yield from objects(sub, key)
+
+    for name, schema in objects(_schema(), ""):
+        if name not in open_maps:
+            assert schema.get("additionalProperties") is False, name
+
+
+@pytest.mark.parametrize(
+    ("values", "name"),
+    [
+        ({"jobs": {"capacityProfle": "gke"}}, "capacityProfle"),
+        ({"jobs": {"capacityProfile": "openstack"}}, "capacityProfile"),
+        ({"jobs": {"spotTaints": ["no-effect"]}}, "spotTaints"),
+        ({"worker": {"args": ["--concurrency=64"]}}, "args"),
+        ({"worker": {"concurrency": 0}}, "concurrency"),
+        ({"trainer": {"resources": {"qos": "besteffort"}}}, "qos"),
+        ({"api": {"autoscaling": {"minReplicas": "two"}}}, "minReplicas"),
+    ],
+)
+def test_values_schema_refuses_bad_values(values: dict[str, Any], name: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=name):
+        _render(values)
+
+
+def test_install_notes_and_readme_show_the_first_team_command() -> None:
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render({}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    (notes,) = [text for path, text in rendered.items() if path.endswith("NOTES.txt")]
+    command = f"kubectl -n {NAMESPACE} exec deploy/gpujobs-api -- python -m api.admin create-team"
+    assert command in notes
+    _one(_render({}), "Deployment", "gpujobs-api")  # the name the command uses
+    readme = (REPO / "deploy" / "README.md").read_text()
+    assert "kubectl -n gpujobs exec deploy/gpujobs-api -- python -m api.admin create-team acme" in (
+        readme
     )

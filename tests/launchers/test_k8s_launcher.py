@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import kmock
 import kubernetes_validate
 import pytest
+from kmock._internal import rendering
+from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.config import ConfigException
 
+from gpujobs.resources import JobStatus
+from tests.launchers.k8s_calls import WORKER_ENTRY_POINTS, call_of, launcher_calls
 from worker.launchers.base import LaunchRequest, ObservedState
+from worker.launchers.kubernetes import KubernetesLauncher, KubernetesLauncherConfig
+from worker.outcomes import outcome
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -266,14 +274,46 @@ def test_job_failed_by_the_disruption_rule_is_preempted_even_without_pods(
     assert launcher.status(handle).state is ObservedState.PREEMPTED
 
 
-def test_evicted_pod_is_preempted(cluster: Cluster, make_request: RequestFactory) -> None:
+def test_kubelet_eviction_is_a_failure_named_so_not_a_preemption(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """Node pressure: the kubelet evicts the pod (SIGTERM, so the trainer checkpoints and the
+    supervisor exits 75, which the podFailurePolicy matches). Not a spot reclaim: it must not
+    be learned as one."""
     launcher = cluster.launcher()
     handle = launcher.launch(make_request())
     (pod,) = cluster.start_pods(handle)
-    cluster.set_pod_status(
-        pod, {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
+    evicted = cluster.terminated(75)
+    evicted.update(
+        reason="Evicted",
+        message="The node was low on resource: memory.",
+        conditions=[
+            cluster.condition(
+                "DisruptionTarget", "True", "TerminationByKubelet", message="memory pressure"
+            )
+        ],
     )
-    assert launcher.status(handle).state is ObservedState.PREEMPTED
+    cluster.set_pod_status(pod, evicted)
+    message = (
+        f"Container trainer for pod {NS}/{pod} failed with exit code 75 "
+        "matching FailJob rule at index 0"
+    )
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.FAILED
+    assert observation.message is not None
+    assert "evicted by the kubelet" in observation.message
+    assert "low on resource" in observation.message
+    result = outcome(
+        observation=observation,
+        job_status=JobStatus.RUNNING,
+        stop_reason=None,
+        restarts=0,
+        max_restarts=3,
+    )
+    assert not result.preempted
 
 
 def test_pod_on_an_unreachable_node_is_preempted(
@@ -414,3 +454,188 @@ def test_logs_of_a_container_not_started_yet_are_empty(
     waiting = {"kind": "Status", "code": 400, "message": "container is waiting to start"}
     cluster.emulator["get", kmock.subresource("log")] << 400 << waiting
     assert list(launcher.logs(handle)) == []
+
+
+# -- the preemption promise, end to end on the API -----------------------------------------------
+
+
+def test_spot_notice_ends_as_a_preempted_attempt_not_a_failed_one(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """Karpenter evicts the pod for a spot interruption: DisruptionTarget, SIGTERM to PID 1 (the
+    supervisor), every rank checkpoints, the pod exits 75, the Job's podFailurePolicy rule 0
+    fires. The attempt closes as preempted: no restart spent, learned as a preemption."""
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    pods = cluster.start_pods(handle)
+    for pod in pods:
+        cluster.set_pod_status(pod, cluster.running())
+    assert launcher.status(handle).state is ObservedState.RUNNING
+
+    disruption = cluster.condition(
+        "DisruptionTarget", "True", "EvictionByEvictionAPI", message="Karpenter: spot interruption"
+    )
+    for pod in pods:
+        cluster.set_pod_status(
+            pod, {"conditions": [{"type": "Ready", "status": "True"}, disruption]}
+        )
+    # Checkpointing during the grace period: not over yet, nothing may start elsewhere.
+    assert launcher.status(handle).state is ObservedState.RUNNING
+
+    for pod in pods:
+        cluster.set_pod_status(pod, {**cluster.terminated(75), "conditions": [disruption]})
+    message = f"Pod {NS}/{pods[0]} has condition DisruptionTarget matching FailJob rule at index 1"
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, 75)
+    result = outcome(
+        observation=observation,
+        job_status=JobStatus.RUNNING,
+        stop_reason=None,
+        restarts=0,
+        max_restarts=0,  # no restart left: a failure would end the job
+    )
+    assert result.end_reason == "preempted" and result.preempted and not result.failure
+    assert result.path[-1] is JobStatus.PENDING  # back to the scheduler, resumed elsewhere
+
+
+# -- pods that cannot start --------------------------------------------------------------------
+
+
+def _stuck(cluster: Cluster, pod: str, reason: str, *, scheduled_ago_s: float) -> None:
+    scheduled = cluster.condition("PodScheduled", "True", "Scheduled", ago_s=scheduled_ago_s)
+    waiting = {"waiting": {"reason": reason, "message": f'Back-off: "{reason}" for trainer:nope'}}
+    cluster.set_pod_status(
+        pod,
+        {
+            "phase": "Pending",
+            "conditions": [scheduled],
+            "containerStatuses": [cluster._container_status(waiting)],
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "reason", ["ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"]
+)
+def test_pod_that_cannot_start_times_out_and_its_job_is_deleted(
+    cluster: Cluster, make_request: RequestFactory, reason: str
+) -> None:
+    launcher = cluster.launcher(start_timeout_s=300)
+    handle = launcher.launch(make_request(nodes=2))
+    pod, other = cluster.start_pods(handle)
+    cluster.set_pod_status(other, cluster.running())
+
+    _stuck(cluster, pod, reason, scheduled_ago_s=60)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PENDING
+    assert observation.message is not None and reason in observation.message
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+    _stuck(cluster, pod, reason, scheduled_ago_s=301)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.FAILED
+    assert observation.message is not None
+    assert reason in observation.message and pod in observation.message
+    assert "trainer:nope" in observation.message
+    # Given up: the Job goes, with its pods, and the GPU nodes they hold are free again.
+    assert not exists(cluster.batch.read_namespaced_job, job_of(handle))
+    (delete_job,) = [r for r in cluster.requests("DELETE") if "/jobs/" in r.url.path]
+    assert delete_job.data["propagationPolicy"] == "Foreground"
+
+
+def test_a_given_up_attempt_reads_the_same_while_its_job_is_deleted(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """A reconcile pass that dies after status() must close the attempt the same way next time,
+    not as "cancelled by someone"."""
+    launcher = cluster.launcher(start_timeout_s=300)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    # Foreground deletion keeps the Job, marked, until its pods are gone.
+    cluster.batch.patch_namespaced_job(
+        job_of(handle), NS, {"metadata": {"finalizers": ["foregroundDeletion"]}}
+    )
+    _stuck(cluster, pod, "ImagePullBackOff", scheduled_ago_s=301)
+    first = launcher.status(handle)
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+    again = launcher.status(handle)
+    assert first.state is again.state is ObservedState.FAILED
+    assert again.message == first.message
+
+
+def test_unschedulable_attempt_given_up_frees_its_job(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher(unschedulable_timeout_s=600)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    scheduled = cluster.condition(
+        "PodScheduled", "False", "Unschedulable", ago_s=601, message="0/3 nodes are available"
+    )
+    cluster.set_pod_status(pod, {"phase": "Pending", "conditions": [scheduled]})
+    assert launcher.status(handle).state is ObservedState.NO_CAPACITY
+    assert not exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
+def test_slow_image_pull_is_not_a_failure(cluster: Cluster, make_request: RequestFactory) -> None:
+    """ContainerCreating covers a long pull of a big CUDA image: no timeout on it."""
+    launcher = cluster.launcher(start_timeout_s=300)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    _stuck(cluster, pod, "ContainerCreating", scheduled_ago_s=3600)
+    assert launcher.status(handle).state is ObservedState.PENDING
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
+# -- what the launcher asks of the API server ----------------------------------------------------
+
+
+def test_every_request_the_launcher_sends_is_one_the_static_read_found(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """The chart's RBAC is derived from a static read of the launcher (k8s_calls); this drives
+    every path against the API and checks the read missed nothing the launcher really sends."""
+    api = client.ApiClient(cluster.api.configuration)
+    api.user_agent = "gpujobs-launcher-under-test"  # tells its requests from the test's own
+    launcher = KubernetesLauncher(
+        KubernetesLauncherConfig(namespace=NS, start_timeout_s=300), api_client=api
+    )
+    handle = launcher.launch(make_request(nodes=2))
+    pod, other = cluster.start_pods(handle)
+    cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n-1"}})
+    cluster.bind_pod(other, "n-1")
+    not_ready = cluster.running()
+    not_ready["conditions"] = [{"type": "Ready", "status": "False"}]
+    cluster.set_pod_status(other, not_ready)
+    cluster.emulator["get", kmock.subresource("log")] << b"step 1\n"
+    assert list(launcher.logs(handle)) == ["step 1"]
+    launcher.status(handle)  # reads the node of the not-ready pod
+    _stuck(cluster, pod, "ImagePullBackOff", scheduled_ago_s=301)
+    assert launcher.status(handle).state is ObservedState.FAILED  # patches, then deletes
+    second = launcher.launch(make_request(attempt_id="att-2", nodes=2))
+    launcher.cancel(second)
+
+    static = launcher_calls(*WORKER_ENTRY_POINTS)
+    sent = {
+        call_of(r.url.path, r.method)
+        for r in cluster.emulator
+        if isinstance(r, rendering.Request)
+        and r.headers.get("User-Agent") == "gpujobs-launcher-under-test"
+    }
+    assert sent <= static, sorted(sent - static)
+    # And the read is not wildly larger than what one run exercises.
+    assert static - sent == set(), sorted(static - sent)
+
+
+def test_the_launcher_needs_no_cluster_credentials_until_it_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API process builds a launcher for logs at import: no kubeconfig must not crash it."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    launcher = KubernetesLauncher(KubernetesLauncherConfig(namespace=NS))
+    with pytest.raises(ConfigException):
+        launcher.status(f"{NS}/gj-x")

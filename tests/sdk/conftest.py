@@ -29,3 +29,8 @@ def team_token(api: LiveApi) -> str:
 def gj(api: LiveApi, team_token: str) -> Iterator[Client]:
     with Client(api.url, team_token, retry=None) as client:
         yield client
+
+
+@pytest.fixture
+def other_token(api: LiveApi) -> str:
+    return make_team(api.session_factory, "team-b")

@@ -8,15 +8,17 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from gpujobs.cli import main
-from gpujobs.cli.render import ProgressBar
+from gpujobs.cli import main, render
+from gpujobs.cli.render import ProgressBar, money
 from gpujobs.client import Client, load_spec
-from gpujobs.resources import Job, JobStatus, Progress
+from gpujobs.resources import Job, JobEvent, JobStatus, Progress
 from gpujobs.spec import JobSpec
+from gpujobs.version import __version__
 from tests.sdk.server import LiveApi, free_port
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -91,6 +93,29 @@ def test_submit_wait_exits_1_when_the_job_is_cancelled(
     assert out.split()[1:3] == ["gpt-small", "CANCELLED"]
     progress = capsys.readouterr().err
     assert "waiting for the first progress report" in progress and "CANCELLED" in progress
+    assert "cancelled: cancelled by user" in progress  # each event gets a line above the bar
+
+
+def test_event_lines_say_where_the_job_went_and_why() -> None:
+    def event(to: str, frm: str | None, reason: str, **data: object) -> JobEvent:
+        return JobEvent(id=1, job_id="j", at=datetime.now(UTC), from_status=frm, to_status=to,
+                        reason=reason, data=data)  # fmt: skip
+
+    placed = event(
+        "SCHEDULED", "PENDING", "spot: cheapest expected cost while slack remains", attempt=2,
+        offer="aws:use1-az1:g5.xlarge:A10Gx1", capacity_type="spot", price_per_hour=0.45,
+        expected_cost=1.234, p_meet_deadline=0.97,
+    )  # fmt: skip
+    assert render.event_line(placed) == (
+        "attempt 2 placed on spot aws:use1-az1:g5.xlarge:A10Gx1 ($0.45/h, expected $1.23, "
+        "P(meet deadline) 97%): spot: cheapest expected cost while slack remains"
+    )
+    preempted = event("PREEMPTED", "RUNNING", "spot capacity was reclaimed", attempt=2, step=32)
+    assert render.event_line(preempted) == (
+        "attempt 2 preempted at step 32: spot capacity was reclaimed"
+    )
+    again = event("PENDING", "PREEMPTED", "spot capacity was reclaimed", resume_from_step=30)
+    assert "will resume from step 30" in render.event_line(again)
 
 
 def test_wait_timeout_exits_7(env: dict[str, str]) -> None:
@@ -150,18 +175,27 @@ def test_estimate_and_logs_against_the_api(
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split()[0] == "#"
-    assert {"GPU_MODEL", "CAPACITY_TYPE", "EXPECTED_COST"} <= set(header.split())
+    assert header.split()[:6] == ["#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H"]
     assert rows and rows[0].split()[0] == "1"
+    assert rows[0].split()[1].count("/") == 2  # cloud/region/zone
     code, out = gpujobs("estimate", GPT_SMALL, "--json")
     with Client(api.url, team_token) as gj:
-        ranked = [(p["offer"]["key"], p["capacity_type"]) for p in json.loads(out)]
-        assert ranked == [(p["offer"]["key"], p["capacity_type"]) for p in gj.estimate(GPT_SMALL)]
+        printed = json.loads(out)
+        assert {"plans", "estimated_hours", "generated_at"} <= set(printed)
+        ranked = [(p["offer"]["key"], p["capacity_type"]) for p in printed["plans"]]
+        estimate = gj.estimate(GPT_SMALL)
+        assert ranked == [(p.offer.key, p.capacity_type.value) for p in estimate.plans]
         job = gj.submit(GPT_SMALL)
     api.finish_with_log(job.id, "loss 2.1\nloss 1.9\n")
-    code, out = gpujobs("logs", job.id, "-f")
+    code, out = gpujobs("logs", job.id)  # follows by default, and stops when the job has ended
     assert code == 0
     assert out.startswith("=== attempt 1:") and out.endswith("loss 2.1\nloss 1.9\n")
+    code, out = gpujobs("logs", job.id[:8], "--no-follow", "--json")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"attempt": 1, "line": "loss 2.1"},
+        {"attempt": 1, "line": "loss 1.9"},
+    ]
 
 
 def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:
@@ -198,3 +232,65 @@ def test_the_console_script_runs_as_a_module(env: dict[str, str]) -> None:
     )
     assert run.returncode == 0
     assert "exit codes" in run.stdout and "submit" in run.stdout
+
+
+def test_jobs_are_found_by_id_prefix_and_by_name(env: dict[str, str], api: LiveApi) -> None:
+    code, out = gpujobs("submit", GPT_SMALL, "--json")
+    job = json.loads(out)
+    for reference in (job["id"], job["id"][:8], "gpt-small"):
+        code, out = gpujobs("show", reference, "--json")
+        assert code == 0 and json.loads(out)["job"]["id"] == job["id"], reference
+    assert gpujobs("show", "no-such-job")[0] == 3
+
+    # A second unfinished job of the same name is refused, naming the field.
+    code, _ = gpujobs("submit", GPT_SMALL)
+    assert code == 6
+    gpujobs("cancel", "gpt-small")
+    code, out = gpujobs("submit", GPT_SMALL, "--json")
+    assert code == 0
+    newest = json.loads(out)["id"]
+    code, out = gpujobs("show", "gpt-small", "--json")
+    assert json.loads(out)["job"]["id"] == newest  # a name means its newest job
+
+
+def test_cancel_answers_the_same_whichever_way_the_job_ended(
+    env: dict[str, str], api: LiveApi
+) -> None:
+    with Client() as gj:
+        done = gj.submit(GPT_SMALL)
+        api.finish_with_log(done.id, "ok\n")
+        cancelled = gj.submit(str(EXAMPLES / "resnet-spot.yaml"))
+        gj.cancel(cancelled.id)
+    for job_id, status in ((done.id, "SUCCEEDED"), (cancelled.id, "CANCELLED")):
+        code, out = gpujobs("cancel", job_id)
+        assert code == 0 and out.split()[2] == status
+
+
+def test_events_and_offers(env: dict[str, str]) -> None:
+    _, out = gpujobs("submit", GPT_SMALL, "--json")
+    code, out = gpujobs("events", json.loads(out)["id"][:8])
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["AT", "CHANGE", "REASON", "FIGURES"]
+    assert "-> PENDING" in rows[0]
+    code, out = gpujobs("offers", "--gpu", "A100", "--capacity", "spot", "--limit", "3")
+    assert code == 0
+    header, *rows, total = out.splitlines()
+    assert header.split()[:4] == ["CLOUD", "REGION", "ZONE", "INSTANCE"]
+    assert len(rows) == 3 and all("A100" in row for row in rows)
+    spot = [float(row.split()[-1].lstrip("$").replace(",", "")) for row in rows]
+    assert spot == sorted(spot)
+    assert total.startswith("3 of ")
+
+
+def test_version_and_money_below_a_cent() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "gpujobs.cli", "--version"], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout.strip() == f"gpujobs {__version__}"
+    assert money(0.0042) == "$0.0042"
+    assert money(0) == "$0.00"
+    assert money(1234.5) == "$1,234.50"
+    assert money(-0.005) == "-$0.005"
+    assert money(0.00097) == "$0.001"
+    assert money(0.00004) == "<$0.0001"

@@ -13,6 +13,7 @@ from api.database import transaction
 from api.models import Job as Job_
 from gpujobs import errors
 from gpujobs.client import AsyncClient, Client, load_spec
+from gpujobs.operations import Operation
 from gpujobs.resources import Job, JobStatus
 from gpujobs.spec import JobSpec
 from tests.conftest import job_body, make_team
@@ -23,6 +24,7 @@ def test_submit_get_and_cancel_with_each_kind_of_spec(gj: Client, tmp_path: Path
     spec_file = tmp_path / "job.yaml"
     spec_file.write_text("name: from-yaml\ntrainer: {steps: 50}\n")
     from_yaml = gj.submit(spec_file)
+    gj.cancel("from-yaml")  # a name is unique among the team's unfinished jobs
     from_str_path = gj.submit(str(spec_file))
     from_dict = gj.submit(job_body("from-dict"))
     from_model = gj.submit(JobSpec.model_validate(job_body("from-model")))
@@ -129,7 +131,7 @@ def test_an_invalid_spec_names_each_field_before_and_after_sending(gj: Client) -
 
     # The server checks too: a raw request the SDK did not validate is refused the same way.
     with pytest.raises(errors.InvalidSpec) as remote:
-        gj._send("POST", "/v1/jobs", json=bad)
+        gj._send(Operation("POST", "/v1/jobs", read=lambda response: response, json=bad))
     assert remote.value.status == 422
     assert {f.field for f in remote.value.fields} == {"name", "trainer.batch_size"}
 

@@ -123,11 +123,11 @@ def test_logs_are_text_and_follow_streams_chunks(gj: Client, api: LiveApi) -> No
 
 
 def test_estimate_returns_the_ranked_plans(gj: Client) -> None:
-    plans = gj.estimate(job_body("priced", estimated_hours=2, deadline_hours=12))
+    plans = gj.estimate(job_body("priced", estimated_hours=2, deadline_hours=12)).plans
     assert plans
-    likely = [p["p_meet_deadline"] >= 0.9 for p in plans]
+    likely = [p.p_meet_deadline >= 0.9 for p in plans]
     assert likely == sorted(likely, reverse=True)  # plans likely to meet the deadline come first
-    costs = [p["expected_cost"] for p in plans if p["p_meet_deadline"] >= 0.9]
+    costs = [p.expected_cost for p in plans if p.p_meet_deadline >= 0.9]
     assert costs == sorted(costs)  # and among them the cheapest first
     with pytest.raises(errors.InvalidSpec) as caught:
         gj.estimate(job_body("unpriced"))  # no estimated_hours: nothing to price

@@ -20,6 +20,7 @@ from trainer.checkpoint import (
     open_store,
 )
 from trainer.checkpoint.layout import step_dir
+from trainer.checkpoint.writer import SnapshotBuffers, serialize
 
 
 def save_steps(store: Store, steps: list[int], *, keep_last: int = 10, world_size: int = 1) -> None:
@@ -119,3 +120,30 @@ def test_resume_falls_back_to_the_newest_complete_checkpoint(tmp_path: Path) -> 
     again = load_latest(uri)
     assert again is not None and again.step == 20
     assert_same_weights(again.shared["model"], final.shared["model"])
+
+
+def test_tied_weights_are_stored_once_and_come_back_tied(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ckpt")
+    result, _ = run_in_process(run_config(uri, steps=2, checkpoint={"every_steps": 5}))
+    assert result.exit_code == 0
+    state = load_latest(uri)
+    assert state is not None
+    model = state.shared["model"]
+    # The gpt workload ties its output head to the token embedding.
+    tied = model["lm_head.weight"]
+    assert tied.untyped_storage().data_ptr() == model["wte.weight"].untyped_storage().data_ptr()
+    stored = (tmp_path / "ckpt" / step_dir(2) / "model.pt").stat().st_size
+    untied = serialize({**state.shared, "model": {k: v.clone() for k, v in model.items()}})
+    assert len(untied) - stored >= tied.numel() * tied.element_size()
+
+
+def test_views_of_one_storage_are_copied_once() -> None:
+    flat = torch.arange(12, dtype=torch.float32)
+    state = {"a": flat[:6].view(2, 3), "b": flat[6:].view(3, 2).t(), "c": flat, "d": flat[::5]}
+    snapshot = SnapshotBuffers().copy(state)
+    assert all(torch.equal(snapshot[k], state[k]) for k in state)
+    assert snapshot["b"].stride() == state["b"].stride()
+    storages = {snapshot[k].untyped_storage().data_ptr() for k in state}
+    assert len(storages) == 1 and storages != {flat.untyped_storage().data_ptr()}
+    flat.zero_()  # the copy is a copy
+    assert snapshot["c"].sum() == sum(range(12))

@@ -84,6 +84,9 @@ def interrupted_run(
                 assert code == EXIT_PREEMPTED, run.stderr()
         else:
             assert code == -signal.SIGKILL
+            # Every rank and worker is gone, not only torchrun: nothing trains on, or writes
+            # checkpoints, while the next attempt resumes.
+            assert run.processes() == []
         if before is not None:
             assert run.events("resume")[0]["step"] == before
     final = TrainerProcess(config(uri, s3), workdir, nproc=nproc, env=env)

@@ -40,7 +40,8 @@ def run_config(checkpoint_uri: str, **trainer: Any) -> dict[str, Any]:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class TrainerProcess:
@@ -57,6 +58,9 @@ class TrainerProcess:
         workdir.mkdir(parents=True, exist_ok=True)
         path = workdir / f"config-{time.monotonic_ns()}.json"
         path.write_text(json.dumps(config))
+        # Every process of this run has it in its command line: torchrun, each rank (torchrun
+        # starts them in sessions of their own) and their forked DataLoader workers.
+        self.marker = str(path)
         if nproc == 1:
             command = [sys.executable, "-m", "trainer", "--config", str(path)]
         else:
@@ -115,9 +119,47 @@ class TrainerProcess:
             if not self._drain(0.5):
                 raise RuntimeError(f"trainer exited before step {step}: {self.stderr()}")
 
+    def processes(self) -> list[int]:
+        """The run's live processes: the entrypoint's descendants and whatever else carries the
+        run's config in its command line (a rank whose torchrun is gone)."""
+        parents: dict[int, int] = {}
+        found: set[int] = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # gone meanwhile
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if state == "Z":
+                continue  # dead, waiting to be reaped
+            parents[int(entry.name)] = int(ppid)
+            if self.marker in cmdline:
+                found.add(int(entry.name))
+        tree = {self.process.pid} if self.process.pid in parents else set()
+        grew = True
+        while grew:
+            children = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+            tree |= children
+            grew = bool(children)
+        return sorted(found | tree)
+
+    def kill_all(self, timeout: float = 30.0) -> None:
+        """SIGKILL to every process of the run, until none is left (a machine lost at once)."""
+        deadline = time.monotonic() + timeout
+        while pids := self.processes():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"processes of the run survive SIGKILL: {pids}")
+            time.sleep(0.05)
+
     def interrupt(self, sig: signal.Signals) -> None:
         if sig == signal.SIGKILL:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the trainer, its ranks and workers
+            self.kill_all()
         else:
             self.process.send_signal(sig)  # like the cloud: the notice reaches the entrypoint
 
@@ -125,7 +167,7 @@ class TrainerProcess:
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            self.kill_all()
             raise
         self._reader.join(timeout=10)
         while self._drain(0):
@@ -137,7 +179,8 @@ class TrainerProcess:
         return [r for r in self.records if r.get("event") == name]
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")[-4000:]
 
 

@@ -2,6 +2,7 @@
 
 from trainer.checkpoint.reader import (
     CheckpointState,
+    StoreUnavailable,
     complete_checkpoints,
     latest_complete_step,
     load_latest,
@@ -16,6 +17,7 @@ __all__ = [
     "LocalStore",
     "S3Store",
     "Store",
+    "StoreUnavailable",
     "complete_checkpoints",
     "discard_after",
     "latest_complete_step",

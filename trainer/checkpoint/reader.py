@@ -3,15 +3,21 @@
 A checkpoint is complete when its manifest exists and every file it lists has the recorded size
 and sha256. Anything else (a run killed mid-upload, a truncated shard) is skipped in favour of
 the next older complete one.
+
+Only what the store says is there decides that: a missing file, a garbled manifest or a checksum
+mismatch. A failure to read (a disk error, an S3 5xx, a timeout, a dropped connection) is
+retried with backoff and then raised as StoreUnavailable: a checkpoint that could not be read
+is not a corrupt one, and must not be passed over or deleted for it.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -27,6 +33,34 @@ from trainer.checkpoint.store import Store, open_store
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# Backoff between tries of a failed read: 0.5 + 1 + 2 + 4 s, on top of botocore's own retries.
+READ_ATTEMPTS = 5
+READ_BACKOFF_S = 0.5
+
+
+class StoreUnavailable(Exception):
+    """The checkpoint store could not be read, even after retries. Nothing is known to be
+    wrong with the checkpoints: the attempt stops without touching them."""
+
+
+def with_retries(what: str, read: Callable[[], T]) -> T:
+    """`read()`, tried again with backoff when it fails other than by a missing file."""
+    delay = READ_BACKOFF_S
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return read()
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            if attempt == READ_ATTEMPTS:
+                raise StoreUnavailable(f"cannot read {what}: {exc!r}") from exc
+            log.warning("reading %s failed (%r); trying again in %.1f s", what, exc, delay)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
 
 @dataclass
 class CheckpointState:
@@ -39,15 +73,21 @@ class CheckpointState:
 
 def manifest_steps(store: Store) -> list[int]:
     """Steps that have a manifest, newest first (their files are not checked yet)."""
-    steps = steps_in(store.list())
+    steps = steps_in(with_retries(f"the list of {store!r}", store.list))
     return sorted((s for s, names in steps.items() if MANIFEST_FILE in names), reverse=True)
 
 
 def read_manifest(store: Store, step: int) -> Manifest | None:
+    key = f"{step_dir(step)}/{MANIFEST_FILE}"
     try:
-        return Manifest.loads(store.get(f"{step_dir(step)}/{MANIFEST_FILE}"))
-    except Exception as exc:  # a missing or garbled manifest means: not complete
-        log.warning("checkpoint step %d: unreadable manifest (%s)", step, exc)
+        data = with_retries(key, lambda: store.get(key))
+    except FileNotFoundError:
+        log.warning("checkpoint step %d: no manifest", step)
+        return None
+    try:
+        return Manifest.loads(data)
+    except Exception as exc:  # a garbled manifest means: not complete
+        log.warning("checkpoint step %d: garbled manifest (%s)", step, exc)
         return None
 
 
@@ -56,10 +96,11 @@ def read_verified(store: Store, manifest: Manifest, name: str) -> bytes | None:
     if entry is None:
         log.warning("checkpoint step %d: %s is not in its manifest", manifest.step, name)
         return None
+    key = f"{step_dir(manifest.step)}/{name}"
     try:
-        data = store.get(f"{step_dir(manifest.step)}/{name}")
-    except Exception as exc:
-        log.warning("checkpoint step %d: cannot read %s (%s)", manifest.step, name, exc)
+        data = with_retries(key, lambda: store.get(key))
+    except FileNotFoundError:
+        log.warning("checkpoint step %d: %s is missing", manifest.step, name)
         return None
     if not entry.matches(data):
         log.warning("checkpoint step %d: %s does not match its checksum", manifest.step, name)
@@ -74,7 +115,8 @@ def deserialize(data: bytes) -> Any:
 
 def load_step(store: Store, step: int, ranks: list[int] | None) -> CheckpointState | None:
     """Load one checkpoint if complete: the shared state and the given ranks' parts (all if
-    None). Returns None when anything is missing or does not match the manifest."""
+    None). Returns None when anything is missing or does not match the manifest; raises
+    StoreUnavailable when the store cannot be read."""
     manifest = read_manifest(store, step)
     if manifest is None or manifest.step != step:
         return None

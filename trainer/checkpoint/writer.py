@@ -45,15 +45,24 @@ class SnapshotBuffers:
     Reuse matters: allocating (and first touching) fresh memory for every save costs more than
     the copy itself, and on CUDA pinned buffers let the device-to-host copies run at full speed.
     A buffer is only rewritten by the next save, which waits for the previous upload to finish.
+
+    Tensors are copied storage by storage: tensors that share memory (tied weights, views of
+    one flat buffer) share it in the copy too, so torch.save writes it once and torch.load
+    gives it back shared.
     """
 
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
+        self._copied: dict[tuple[torch.device, int, int], torch.UntypedStorage] = {}
         self._cuda = False
 
     def copy(self, obj: Any) -> Any:
         self._cuda = False
-        result = self._copy(obj, "")
+        self._copied = {}
+        try:
+            result = self._copy(obj, "")
+        finally:
+            self._copied = {}  # it holds the source storages' addresses only for this walk
         if self._cuda:
             torch.cuda.synchronize()  # the non-blocking copies must land before upload
         return result
@@ -69,21 +78,29 @@ class SnapshotBuffers:
         return obj
 
     def _tensor(self, tensor: torch.Tensor, path: str) -> torch.Tensor:
+        if tensor.layout != torch.strided:
+            return tensor.to("cpu", copy=True)  # sparse and friends have no single storage
+        source = tensor.untyped_storage()
+        key = (tensor.device, source.data_ptr(), source.nbytes())
+        storage = self._copied.get(key) if source.nbytes() else None
+        if storage is None:
+            storage = self._storage(source, tensor.device, path)
+            self._copied[key] = storage
+        copy = torch.empty(0, dtype=tensor.dtype)
+        return copy.set_(storage, tensor.storage_offset(), tensor.size(), tensor.stride())
+
+    def _storage(
+        self, source: torch.UntypedStorage, device: torch.device, path: str
+    ) -> torch.UntypedStorage:
+        nbytes = source.nbytes()
         buffer = self._buffers.get(path)
-        if (
-            buffer is None
-            or buffer.shape != tensor.shape
-            or buffer.dtype != tensor.dtype
-            or not tensor.is_contiguous()
-        ):
-            if not tensor.is_contiguous():
-                return tensor.to("cpu", copy=True)
-            pin = tensor.is_cuda
-            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+        if buffer is None or buffer.numel() != nbytes:
+            buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=device.type == "cuda")
             self._buffers[path] = buffer
-        self._cuda = self._cuda or tensor.is_cuda
-        buffer.copy_(tensor, non_blocking=tensor.is_cuda)
-        return buffer
+        raw = torch.empty(0, dtype=torch.uint8, device=device).set_(source)
+        self._cuda = self._cuda or device.type == "cuda"
+        buffer.copy_(raw, non_blocking=device.type == "cuda")
+        return buffer.untyped_storage()
 
 
 def serialize(obj: Any) -> bytes:

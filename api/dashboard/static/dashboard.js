@@ -1,5 +1,7 @@
-// gpujobs spend dashboard: vanilla JS, inline SVG charts, no third-party code.
-// Reads /v1/usage (grouped by day, job and capacity type) and /v1/jobs with the user's token.
+// gpujobs console: vanilla JS, one module, no third-party code, no build step.
+// Views (hash routes): #/jobs (every status, filtered, paged), #/jobs/<id> (one job: attempts,
+// events, live logs, artifacts, cancel) and #/spend (usage, savings, preemption cost).
+// Text from the API only ever reaches the page through textContent or attributes.
 "use strict";
 
 const TOKEN_KEY = "gpujobs.token";
@@ -7,7 +9,25 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const CAPACITY_TYPES = ["reserved", "spot", "on_demand"];
 const COLORS = { spot: "#2ea36b", on_demand: "#e07b39", reserved: "#4a7bd0", other: "#9aa3af" };
 const LOST_COLOR = "#c0392b";
+const ACTIVE = ["PENDING", "SCHEDULED", "RUNNING", "PREEMPTED"];
+const TERMINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
+const PAGE_SIZE = 25;
+const POLL_MS = 5000;
+const LOG_LIMIT = 400000; // characters kept in the log pane
+const VIEWS = ["jobs", "job", "spend"];
 const $ = (id) => document.getElementById(id);
+
+// What the page shows now. `seq` grows on every navigation, so a slow answer for a page the
+// user has left is dropped instead of drawn over the new one.
+const state = {
+  route: null,
+  seq: 0,
+  cursors: [null], // cursors[i] fetches page i of the job list
+  page: 0,
+  logs: null, // AbortController of the running log stream
+  job: null, // the job on the job page, as last loaded
+  loading: false,
+};
 
 // ---- token ---------------------------------------------------------------------------------
 
@@ -26,9 +46,20 @@ function token() {
 }
 
 function askForToken(message) {
-  $("content").hidden = true;
+  stopLogs();
+  state.seq += 1;
+  for (const view of VIEWS) $("view-" + view).hidden = true;
+  $("nav").hidden = true;
+  $("controls").hidden = true;
   $("token-form").hidden = false;
-  setStatus(message || "Enter an API token to see spend.", Boolean(message));
+  delete document.body.dataset.loaded;
+  setStatus(message || "Enter an API token to see your jobs and spend.", Boolean(message));
+}
+
+function showSignedIn() {
+  $("token-form").hidden = true;
+  $("nav").hidden = false;
+  $("controls").hidden = false;
 }
 
 // ---- formatting ----------------------------------------------------------------------------
@@ -41,8 +72,25 @@ function money(microusd) {
   return (negative ? "-$" : "$") + text;
 }
 
+function dollars(value) {
+  if (value === null || value === undefined) return "–";
+  if (value > 0 && value < 0.01) return "$" + value.toPrecision(2); // not $0.00
+  return money(value * 1e6);
+}
+
 function hours(value) {
   return value.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 });
+}
+
+function when(iso) {
+  if (!iso) return "–";
+  return new Date(iso).toISOString().slice(0, 16).replace("T", " ") + " UTC";
+}
+
+function hoursBetween(fromIso, toIso) {
+  if (!fromIso) return null;
+  const end = toIso ? new Date(toIso) : new Date();
+  return (end - new Date(fromIso)) / 3600000;
 }
 
 function setFigure(id, text, microusd) {
@@ -58,24 +106,484 @@ function setStatus(text, isError) {
   el.hidden = !text;
 }
 
+// ---- DOM helpers ---------------------------------------------------------------------------
+
+function element(tag, props, children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === "text") el.textContent = value;
+    else if (key === "data") Object.assign(el.dataset, value);
+    else el[key] = value;
+  }
+  for (const child of children || []) el.append(child);
+  return el;
+}
+
+function badge(status) {
+  return element("span", { className: "badge " + status, text: status });
+}
+
+function jobLink(job) {
+  return element("a", { href: "#/jobs/" + encodeURIComponent(job.id), text: job.name });
+}
+
+function progressOf(p) {
+  const wrap = document.createElement("span");
+  if (p && p.total_steps) {
+    const fill = element("span", { className: "fill" });
+    fill.style.display = "block";
+    fill.style.width = Math.min(100, (100 * p.step) / p.total_steps).toFixed(1) + "%";
+    wrap.append(element("span", { className: "progress" }, [fill]), `${p.step} / ${p.total_steps}`);
+  } else {
+    wrap.textContent = p ? `step ${p.step}` : "–";
+  }
+  return wrap;
+}
+
 // ---- API -----------------------------------------------------------------------------------
 
 class AuthError extends Error {}
 
-async function api(path) {
-  const response = await fetch(path, {
-    headers: { Authorization: "Bearer " + token(), Accept: "application/json" },
-  });
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function authHeaders(accept) {
+  return { Authorization: "Bearer " + token(), Accept: accept || "application/json" };
+}
+
+async function api(path, method) {
+  const response = await fetch(path, { method: method || "GET", headers: authHeaders() });
   if (response.status === 401 || response.status === 403) {
     throw new AuthError("That token was refused (" + response.status + ").");
   }
   const body = await response.json().catch(() => null);
   if (!response.ok) {
     const message = body && body.error ? body.error.message : "HTTP " + response.status;
-    throw new Error(path + ": " + message);
+    throw new ApiError(path + ": " + message, response.status);
   }
   return body;
 }
+
+function jobPath(id, rest) {
+  return "/v1/jobs/" + encodeURIComponent(id) + (rest || "");
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+// "#/jobs?status=FAILED" | "#/jobs/<id>" | "#/spend"; a link that fixes a period opens spend.
+function parseRoute() {
+  const hash = window.location.hash.replace(/^#\/?/, "");
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean);
+  if (parts[0] === "jobs" && parts[1]) return { view: "job", id: decodeURIComponent(parts[1]) };
+  if (parts[0] === "spend" || (!parts.length && linkedPeriod())) return { view: "spend" };
+  const status = new URLSearchParams(query || "").get("status") || "";
+  return { view: "jobs", status };
+}
+
+function navigate() {
+  const route = parseRoute();
+  const previous = state.route;
+  state.route = route;
+  state.seq += 1;
+  if (!previous || previous.view !== "jobs" || previous.status !== route.status) {
+    state.cursors = [null];
+    state.page = 0;
+  }
+  stopLogs();
+  state.job = null;
+  // A view shows once its data is in, never the previous job's figures under a new title.
+  for (const view of VIEWS) $("view-" + view).hidden = true;
+  for (const link of $("nav").querySelectorAll("a")) {
+    const current = link.dataset.view === route.view || (route.view === "job" && link.dataset.view === "jobs");
+    link.classList.toggle("current", current);
+  }
+  document.body.dataset.view = route.view;
+  delete document.body.dataset.loaded;
+  load({ first: true });
+}
+
+// Loads the current view; `first` is set when the user just arrived on it.
+async function load({ first } = {}) {
+  if (!token()) {
+    askForToken();
+    return;
+  }
+  showSignedIn();
+  const seq = state.seq;
+  const route = state.route;
+  if (first) setStatus("Loading…");
+  state.loading = true;
+  try {
+    if (route.view === "jobs") await loadJobs(seq, route);
+    else if (route.view === "job") await loadJob(seq, route.id, first);
+    else await loadSpend(seq);
+    if (seq !== state.seq) return;
+    setStatus("");
+    $("view-" + route.view).hidden = false;
+    document.body.dataset.loaded = "true";
+  } catch (error) {
+    if (error instanceof AuthError) askForToken(error.message);
+    else if (seq === state.seq) setStatus(error.message, true);
+  } finally {
+    state.loading = false;
+  }
+}
+
+// ---- auto-refresh --------------------------------------------------------------------------
+
+function poll() {
+  if (document.hidden || !$("auto-refresh").checked || state.loading || !token()) return;
+  if (!$("token-form").hidden) return;
+  load();
+}
+
+function onVisibilityChange() {
+  if (!document.hidden) poll();
+}
+
+// ---- jobs ----------------------------------------------------------------------------------
+
+function statusQuery(status) {
+  if (!status) return "";
+  const wanted = status === "active" ? ACTIVE : [status];
+  return wanted.map((s) => "&status=" + encodeURIComponent(s)).join("");
+}
+
+async function loadJobs(seq, route) {
+  $("status-filter").value = route.status;
+  const cursor = state.cursors[state.page];
+  let path = "/v1/jobs?limit=" + PAGE_SIZE + statusQuery(route.status);
+  if (cursor) path += "&cursor=" + encodeURIComponent(cursor);
+  const page = await api(path);
+  if (seq !== state.seq) return;
+  state.cursors[state.page + 1] = page.next_cursor || null;
+  renderJobs(page.items);
+  renderPager(Boolean(page.next_cursor));
+}
+
+function renderJobs(jobs) {
+  const body = $("jobs").querySelector("tbody");
+  body.replaceChildren();
+  for (const job of jobs) {
+    const row = element("tr", { data: { job: job.id, status: job.status } });
+    cell(row, jobLink(job));
+    cell(row, job.team);
+    cell(row, badge(job.status));
+    cell(row, progressOf(job.progress));
+    cell(row, String(job.attempts), true);
+    cell(row, String(job.preemptions), true);
+    cell(row, when(job.created_at));
+    cell(row, when(job.updated_at));
+    body.appendChild(row);
+  }
+  if (!jobs.length) body.appendChild(rowOf(empty("No jobs match."), 8));
+  $("jobs-updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+function renderPager(hasNext) {
+  $("page-prev").disabled = state.page === 0;
+  $("page-next").disabled = !hasNext;
+  $("page-label").textContent = "page " + (state.page + 1);
+}
+
+function turnPage(delta) {
+  const target = state.page + delta;
+  if (target < 0 || (delta > 0 && !state.cursors[target])) return;
+  state.page = target;
+  state.seq += 1;
+  load();
+}
+
+function onFilterChange() {
+  const status = $("status-filter").value;
+  window.location.hash = "#/jobs" + (status ? "?status=" + encodeURIComponent(status) : "");
+}
+
+// ---- one job -------------------------------------------------------------------------------
+
+async function loadJob(seq, id, first) {
+  const [job, attempts, events] = await Promise.all([
+    api(jobPath(id)),
+    api(jobPath(id, "/attempts")),
+    api(jobPath(id, "/events")),
+  ]);
+  if (seq !== state.seq) return;
+  const changed = !state.job || state.job.status !== job.status;
+  state.job = job;
+  renderJobHeader(job);
+  renderJobFacts(job, attempts);
+  renderAttempts(attempts);
+  renderEvents(events);
+  if (first) hideCancelConfirm();
+  if (first || (!state.logs && !TERMINAL.includes(job.status))) followLogs(id, seq);
+  if (changed) loadArtifacts(id, seq);
+}
+
+function renderJobHeader(job) {
+  document.title = job.name + " · gpujobs";
+  $("job-name").textContent = job.name;
+  const status = $("job-status");
+  status.textContent = job.status;
+  status.className = "badge " + job.status;
+  $("job-reason").textContent = job.status_reason || "";
+  $("cancel-box").hidden = TERMINAL.includes(job.status);
+}
+
+function fact(label, value) {
+  return element("div", {}, [element("dt", { text: label }), element("dd", { text: value })]);
+}
+
+function progressText(p) {
+  if (!p) return "no report yet";
+  let text = p.total_steps ? `step ${p.step} / ${p.total_steps} (${Math.floor((100 * p.step) / p.total_steps)}%)` : `step ${p.step}`;
+  if (p.loss !== null && p.loss !== undefined) text += ` · loss ${p.loss.toFixed(3)}`;
+  return text;
+}
+
+function placement(attempt) {
+  if (!attempt) return "not placed yet";
+  return `${attempt.cloud} ${attempt.region} / ${attempt.zone} · ${attempt.instance_type} · ` +
+    `${attempt.capacity_type.replace("_", "-")} at ${dollars(attempt.price_per_hour)}/h`;
+}
+
+// An attempt's cost: recorded once it ended, estimated from its price while it runs.
+function attemptCost(a) {
+  if (a.cost !== null && a.cost !== undefined) return { value: a.cost, estimate: false };
+  const took = a.ended_at ? null : hoursBetween(a.started_at, null);
+  if (took === null) return { value: null, estimate: false };
+  return { value: took * a.price_per_hour * (a.nodes || 1), estimate: true };
+}
+
+function costText({ value, estimate }) {
+  return value === null ? "–" : (estimate ? "≈" : "") + dollars(value);
+}
+
+// The share of a preempted attempt's cost that paid for the steps it lost: the steps it ran
+// are the next attempt's starting step plus the lost ones, minus its own starting step.
+function lostCost(attempts) {
+  let total = 0;
+  attempts.forEach((a, i) => {
+    const next = attempts[i + 1];
+    if (a.end_reason !== "preempted" || !a.steps_lost || !a.cost || !next) return;
+    const ran = (next.resume_from_step || 0) + a.steps_lost - (a.resume_from_step || 0);
+    if (ran > 0) total += (a.cost * a.steps_lost) / ran;
+  });
+  return total;
+}
+
+function renderJobFacts(job, attempts) {
+  const costs = attempts.map(attemptCost);
+  const cost = { value: costs.reduce((sum, c) => sum + (c.value || 0), 0), estimate: costs.some((c) => c.estimate) };
+  const lost = attempts.reduce((sum, a) => sum + (a.steps_lost || 0), 0);
+  const p = job.progress;
+  const checkpoint = p && p.checkpoint_step !== null && p.checkpoint_step !== undefined;
+  const resumes = job.resume_from_step !== null && job.resume_from_step !== undefined;
+  $("job-facts").replaceChildren(
+    fact("Job id", job.id),
+    fact("Team", job.team),
+    fact("Progress", progressText(p)),
+    fact("Last checkpoint", checkpoint ? "step " + p.checkpoint_step : "–"),
+    fact("Deadline", job.deadline_at ? when(job.deadline_at) : "none"),
+    fact("Attempts", `${job.attempts} (${job.restarts} restarts, ${job.preemptions} preemptions)`),
+    fact("Placement", placement(attempts[attempts.length - 1])),
+    fact(TERMINAL.includes(job.status) ? "Cost" : "Cost so far", costText(cost)),
+    fact("Lost work", `${lost} steps` + (lost ? ` · ≈${dollars(lostCost(attempts))} of compute` : "")),
+    fact("Resumes from", resumes ? "step " + job.resume_from_step : "–"),
+    fact("Created", when(job.created_at)),
+    fact("Updated", when(job.updated_at)),
+  );
+}
+
+function renderAttempts(attempts) {
+  const body = $("attempts").querySelector("tbody");
+  body.replaceChildren();
+  for (const a of attempts) {
+    const row = element("tr", { data: { attempt: a.id, capacity: a.capacity_type } });
+    const took = hoursBetween(a.started_at, a.ended_at);
+    cell(row, String(a.number));
+    cell(row, a.capacity_type.replace("_", "-"));
+    cell(row, `${a.cloud} ${a.region} / ${a.zone}`);
+    cell(row, `${a.instance_type} · ${a.gpu_count}× ${a.gpu_model}` + (a.nodes > 1 ? ` × ${a.nodes} nodes` : ""));
+    cell(row, dollars(a.price_per_hour), true);
+    cell(row, when(a.started_at));
+    cell(row, a.ended_at ? when(a.ended_at) : a.started_at ? "running" : "–");
+    cell(row, took === null ? "–" : hours(took), true);
+    cell(row, a.end_reason || "–");
+    cell(row, a.resume_from_step === null || a.resume_from_step === undefined ? "0" : String(a.resume_from_step), true);
+    cell(row, a.steps_lost === null || a.steps_lost === undefined ? "–" : String(a.steps_lost), true);
+    cell(row, costText(attemptCost(a)), true);
+    body.appendChild(row);
+  }
+  if (!attempts.length) body.appendChild(rowOf(empty("Not placed yet."), 12));
+}
+
+function renderEvents(events) {
+  const body = $("events").querySelector("tbody");
+  body.replaceChildren();
+  for (const e of events.slice().reverse()) {
+    const row = element("tr", { data: { event: e.id } });
+    cell(row, when(e.at));
+    cell(row, e.from_status ? `${e.from_status} → ${e.to_status}` : e.to_status || "–");
+    cell(row, e.reason || "").className = "reason";
+    const data = e.data && Object.keys(e.data).length ? JSON.stringify(e.data, null, 1) : "";
+    cell(row, element("code", { text: data }));
+    body.appendChild(row);
+  }
+  if (!events.length) body.appendChild(rowOf(empty("No events yet."), 4));
+}
+
+// ---- cancel --------------------------------------------------------------------------------
+
+function hideCancelConfirm() {
+  $("cancel-confirm").hidden = true;
+  $("cancel").hidden = false;
+}
+
+function askToCancel() {
+  $("cancel").hidden = true;
+  $("cancel-confirm").hidden = false;
+  $("cancel-no").focus();
+}
+
+async function confirmCancel() {
+  const job = state.job;
+  hideCancelConfirm();
+  if (!job) return;
+  try {
+    await api(jobPath(job.id, "/cancel"), "POST");
+    setStatus("Cancelled " + job.name + ".");
+  } catch (error) {
+    if (error instanceof AuthError) return askForToken(error.message);
+    setStatus(error.message, true);
+  }
+  load();
+}
+
+// ---- live logs -----------------------------------------------------------------------------
+
+function stopLogs() {
+  if (state.logs) state.logs.abort();
+  state.logs = null;
+}
+
+function setLogsState(text) {
+  $("logs-state").textContent = text;
+}
+
+function appendLog(text) {
+  const pane = $("logs");
+  const atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+  pane.append(text);
+  while (pane.textContent.length > LOG_LIMIT && pane.firstChild) pane.firstChild.remove();
+  if (atBottom) pane.scrollTop = pane.scrollHeight;
+}
+
+// Streams `/logs?follow=true` with fetch (an EventSource could not send the token); leaving the
+// page aborts the request, which ends the server's follower too.
+async function followLogs(id, seq) {
+  stopLogs();
+  const controller = new AbortController();
+  state.logs = controller;
+  $("logs").textContent = "";
+  setLogsState("· following");
+  try {
+    const response = await fetch(jobPath(id, "/logs?follow=true"), {
+      headers: authHeaders("text/plain"),
+      signal: controller.signal,
+    });
+    if (!response.ok) {
+      setLogsState(response.status === 501 ? "· this API process serves no logs" : "· HTTP " + response.status);
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      appendLog(value);
+    }
+    if (seq === state.seq) setLogsState("· ended");
+  } catch (error) {
+    if (error.name !== "AbortError" && seq === state.seq) setLogsState("· stopped: " + error.message);
+  } finally {
+    if (state.logs === controller) state.logs = null;
+  }
+}
+
+// ---- artifacts -----------------------------------------------------------------------------
+
+async function loadArtifacts(id, seq) {
+  let listing;
+  try {
+    listing = await api(jobPath(id, "/artifacts"));
+  } catch (error) {
+    // 404/405: an API without artifacts; anything else is worth a line.
+    const missing = error instanceof ApiError && (error.status === 404 || error.status === 405);
+    if (seq === state.seq) showArtifactsError(missing ? null : error.message);
+    return;
+  }
+  if (seq === state.seq) renderArtifacts(listing);
+}
+
+function showArtifactsError(message) {
+  $("artifacts-panel").hidden = !message;
+  $("artifacts-note").textContent = message || "";
+  $("artifacts").replaceChildren();
+}
+
+function renderArtifacts(listing) {
+  const checkpoints = listing.checkpoints || [];
+  const final = checkpoints.find((c) => c.step === listing.final_step);
+  const shown = final || checkpoints[checkpoints.length - 1];
+  $("artifacts-panel").hidden = false;
+  $("artifacts-note").textContent = final
+    ? `The trained weights: checkpoint at step ${final.step}.`
+    : shown
+      ? `No final weights yet; the latest checkpoint is at step ${shown.step}.`
+      : "No checkpoint yet.";
+  $("artifacts").replaceChildren(...(shown ? shown.files.map(artifactItem) : []));
+}
+
+function artifactItem(file) {
+  const url = new URL(file.url, window.location.href);
+  const label = `${file.name} (${(file.size / 1048576).toFixed(1)} MiB)`;
+  const link = element("a", { href: "#", text: label, data: { url: url.href } });
+  if (url.origin === window.location.origin) {
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      download(url.href, file.name, link);
+    });
+  } else if (url.protocol === "https:" || url.protocol === "http:") {
+    link.href = url.href; // presigned elsewhere: never send our token there
+    link.rel = "noreferrer";
+  }
+  return element("li", {}, [link, element("span", { className: "muted", text: " sha256 " + file.sha256.slice(0, 12) + "…" })]);
+}
+
+// The download needs the bearer token, so a plain link cannot do it: fetch, then save a Blob.
+async function download(href, name, link) {
+  link.dataset.state = "downloading";
+  try {
+    const response = await fetch(href, { headers: authHeaders("application/octet-stream") });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    const blob = await response.blob();
+    const save = element("a", { href: URL.createObjectURL(blob), download: name });
+    document.body.appendChild(save);
+    save.click();
+    save.remove();
+    setTimeout(() => URL.revokeObjectURL(save.href), 60000);
+    link.dataset.state = "done";
+  } catch (error) {
+    link.dataset.state = "failed";
+    setStatus(`Download of ${name} failed: ${error.message}`, true);
+  }
+}
+
+// ---- spend ---------------------------------------------------------------------------------
 
 // A link may fix the period: /dashboard?from=2025-03-01T00:00:00Z&to=2025-03-08T00:00:00Z
 function linkedPeriod() {
@@ -96,32 +604,17 @@ function periodQuery() {
   return "&from=" + encodeURIComponent(from.toISOString());
 }
 
-async function load() {
-  if (!token()) {
-    askForToken();
-    return;
-  }
-  $("token-form").hidden = true;
-  setStatus("Loading…");
+async function loadSpend(seq) {
   const period = periodQuery();
-  try {
-    const [byDay, byJob, byCapacity, running] = await Promise.all([
-      api("/v1/usage?group_by=day" + period),
-      api("/v1/usage?group_by=job" + period),
-      api("/v1/usage?group_by=capacity_type" + period),
-      api("/v1/jobs?status=RUNNING&status=SCHEDULED&status=PREEMPTED&limit=100"),
-    ]);
-    render({ byDay, byJob, byCapacity, running: running.items });
-    setStatus("");
-    $("content").hidden = false;
-    document.body.dataset.loaded = "true";
-  } catch (error) {
-    if (error instanceof AuthError) askForToken(error.message);
-    else setStatus(error.message, true);
-  }
+  const [byDay, byJob, byCapacity, running] = await Promise.all([
+    api("/v1/usage?group_by=day" + period),
+    api("/v1/usage?group_by=job" + period),
+    api("/v1/usage?group_by=capacity_type" + period),
+    api("/v1/jobs?status=RUNNING&status=SCHEDULED&status=PREEMPTED&limit=100"),
+  ]);
+  if (seq !== state.seq) return;
+  render({ byDay, byJob, byCapacity, running: running.items });
 }
-
-// ---- rendering -----------------------------------------------------------------------------
 
 function render({ byDay, byJob, byCapacity, running }) {
   const total = byDay.total;
@@ -368,26 +861,11 @@ function renderRunning(jobs, jobGroups) {
   const body = $("running-jobs").querySelector("tbody");
   body.replaceChildren();
   jobs.forEach((job) => {
-    const row = document.createElement("tr");
-    row.dataset.job = job.id;
-    cell(row, job.name);
+    const row = element("tr", { data: { job: job.id } });
+    cell(row, jobLink(job));
     cell(row, job.team);
-    cell(row, job.status);
-    const p = job.progress;
-    const wrap = document.createElement("span");
-    if (p && p.total_steps) {
-      const bar = document.createElement("span");
-      bar.className = "progress";
-      const fill = document.createElement("span");
-      fill.className = "fill";
-      fill.style.display = "block";
-      fill.style.width = Math.min(100, (100 * p.step) / p.total_steps).toFixed(1) + "%";
-      bar.appendChild(fill);
-      wrap.append(bar, `${p.step} / ${p.total_steps}`);
-    } else {
-      wrap.textContent = p ? `step ${p.step}` : "–";
-    }
-    cell(row, wrap);
+    cell(row, badge(job.status));
+    cell(row, progressOf(job.progress));
     cell(row, String(job.attempts), true);
     cell(row, spend.has(job.id) ? money(spend.get(job.id)) : "–", true);
     body.appendChild(row);
@@ -407,13 +885,22 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     localStorage.setItem(TOKEN_KEY, $("token-input").value.trim());
     $("token-input").value = "";
-    load();
+    navigate();
   });
   $("sign-out").addEventListener("click", () => {
     localStorage.removeItem(TOKEN_KEY);
     askForToken();
   });
-  $("refresh").addEventListener("click", load);
-  $("period").addEventListener("change", load);
-  load();
+  $("refresh").addEventListener("click", () => load());
+  $("period").addEventListener("change", () => load({ first: true }));
+  $("status-filter").addEventListener("change", onFilterChange);
+  $("page-prev").addEventListener("click", () => turnPage(-1));
+  $("page-next").addEventListener("click", () => turnPage(1));
+  $("cancel").addEventListener("click", askToCancel);
+  $("cancel-no").addEventListener("click", hideCancelConfirm);
+  $("cancel-yes").addEventListener("click", confirmCancel);
+  window.addEventListener("hashchange", navigate);
+  document.addEventListener("visibilitychange", onVisibilityChange);
+  setInterval(poll, POLL_MS);
+  navigate();
 });

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -24,8 +25,12 @@ from worker.launchers.kubernetes.manifests import (
     owner_reference,
     secret_name,
 )
-from worker.launchers.kubernetes.observe import observe, rank_order
-from worker.launchers.kubernetes.watch import AttemptWatcher
+from worker.launchers.kubernetes.observe import (
+    VERDICT_ANNOTATION,
+    assess,
+    rank_order,
+    verdict_annotation,
+)
 
 if TYPE_CHECKING:
     from api.settings import Settings
@@ -59,7 +64,7 @@ def _utcnow() -> datetime:
 
 
 def _is(exc: ApiException, status: int) -> bool:
-    return exc.status == status
+    return bool(exc.status == status)
 
 
 class KubernetesLauncher:
@@ -73,16 +78,8 @@ class KubernetesLauncher:
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.config = launcher_config
-        self._api = api_client if api_client is not None else load_api_client()
-        self._batch = client.BatchV1Api(self._api)
-        self._core = client.CoreV1Api(self._api)
+        self._api_client = api_client
         self._clock = clock
-        self._watcher = AttemptWatcher(
-            batch=self._batch,
-            core=self._core,
-            namespace=launcher_config.namespace,
-            observe=self._observe,
-        )
 
     @classmethod
     def from_settings(
@@ -94,6 +91,21 @@ class KubernetesLauncher:
     ) -> KubernetesLauncher:
         launcher_config = KubernetesLauncherConfig.from_settings(settings, **overrides)
         return cls(launcher_config, api_client=api_client)
+
+    # Credentials are loaded on first use, not at construction: a process that builds the
+    # launcher but never calls it (the API without pods to read logs from, a CLI) starts
+    # without a kubeconfig.
+    @functools.cached_property
+    def _api(self) -> client.ApiClient:
+        return self._api_client if self._api_client is not None else load_api_client()
+
+    @functools.cached_property
+    def _batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self._api)
+
+    @functools.cached_property
+    def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self._api)
 
     # -- Launcher protocol -------------------------------------------------------------------
 
@@ -124,11 +136,40 @@ class KubernetesLauncher:
         namespace, name = parse_handle(handle)
         job = self._read_job(namespace, name)
         pods = self._pods(namespace, name) if job is not None else []
-        return self._observe(job, pods, gone_nodes=self._gone_nodes(pods))
+        assessment = assess(
+            job,
+            pods,
+            now=self._clock(),
+            unschedulable_timeout_s=self.config.unschedulable_timeout_s,
+            start_timeout_s=self.config.start_timeout_s,
+            gone_nodes=self._gone_nodes(pods),
+        )
+        if assessment.give_up:
+            self._give_up(namespace, name, assessment.observation)
+        return assessment.observation
 
     def cancel(self, handle: str) -> None:
         """Delete the Job; its pods get SIGTERM and the grace period to checkpoint."""
         namespace, name = parse_handle(handle)
+        self._delete_attempt(namespace, name)
+
+    def _give_up(self, namespace: str, name: str, observation: Observation) -> None:
+        """End an attempt that would never end by itself, and free the nodes its pods hold.
+
+        The verdict goes on the Job first: while the deletion runs, status() reads it back
+        instead of "being deleted", so a retried reconcile pass closes the attempt the same way.
+        """
+        log.warning("giving up attempt %s/%s: %s", namespace, name, observation.message)
+        patch = {"metadata": {"annotations": {VERDICT_ANNOTATION: verdict_annotation(observation)}}}
+        try:
+            self._batch.patch_namespaced_job(name, namespace, patch)
+        except ApiException as exc:
+            if _is(exc, 404):
+                return
+            raise
+        self._delete_attempt(namespace, name)
+
+    def _delete_attempt(self, namespace: str, name: str) -> None:
         # Foreground keeps the Job visible (status: cancelled) until its pods are gone.
         options = client.V1DeleteOptions(propagation_policy="Foreground")
         self._delete(self._batch.delete_namespaced_job, name, namespace, body=options)
@@ -167,32 +208,7 @@ class KubernetesLauncher:
             response.close()
             response.release_conn()
 
-    # -- Reconciler helpers ------------------------------------------------------------------
-
-    def watch_attempts(self, timeout_s: float = 30.0) -> Iterator[tuple[str, Observation]]:
-        """(handle, observation) whenever an attempt's Job or pods change, for `timeout_s`.
-
-        Call it in a loop from one thread: each call resumes from the resourceVersion the
-        previous one reached. Only changes are reported; timeouts (no capacity) still need
-        `status()`, since nothing changes in the cluster when a pod stays unschedulable.
-        """
-        return self._watcher.events(timeout_s)
-
     # -- Internals ---------------------------------------------------------------------------
-
-    def _observe(
-        self,
-        job: client.V1Job | None,
-        pods: list[client.V1Pod],
-        gone_nodes: frozenset[str] = frozenset(),
-    ) -> Observation:
-        return observe(
-            job,
-            pods,
-            now=self._clock(),
-            unschedulable_timeout_s=self.config.unschedulable_timeout_s,
-            gone_nodes=gone_nodes,
-        )
 
     def _create(self, create: Callable[..., Any], namespace: str, body: Any) -> Any:
         """The created object, or None when it already existed (a retried launch)."""

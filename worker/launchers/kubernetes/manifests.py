@@ -20,7 +20,12 @@ from gpujobs.runtime import (
 )
 from gpujobs.spec import RESERVED_ENV_PREFIX, CapacityType
 from worker.launchers.base import LaunchRequest
-from worker.launchers.kubernetes.config import KubernetesLauncherConfig, Toleration
+from worker.launchers.kubernetes.config import (
+    CapacityPlacement,
+    KubernetesLauncherConfig,
+    NodeRequirement,
+    Toleration,
+)
 
 LABEL_PREFIX = "gpujobs.dev/"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -38,7 +43,13 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 CONTAINER_NAME = "trainer"
+# The attempt's own Secret: its job token and, when trainers use static keys, S3 credentials.
 TOKEN_KEY = "token"
+S3_ACCESS_KEY_ID_KEY = "aws-access-key-id"
+S3_SECRET_ACCESS_KEY_KEY = "aws-secret-access-key"
+SHM_VOLUME = "dshm"
+# PID 1 of the pod: starts the ranks, forwards the notice, exits 75 when every rank saved.
+SUPERVISOR_COMMAND = ["python", "-m", "trainer.supervisor"]
 GPU_RESOURCE = "nvidia.com/gpu"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTED_EXIT_CODES = (EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT)
@@ -127,6 +138,12 @@ def build_manifests(request: LaunchRequest, config: KubernetesLauncherConfig) ->
 def build_secret(
     request: LaunchRequest, config: KubernetesLauncherConfig, name: str, labels: dict[str, str]
 ) -> client.V1Secret:
+    """Everything secret a trainer pod gets, and nothing of the control plane's own Secret."""
+    data = {TOKEN_KEY: request.job_token}
+    keys = config.trainer_s3_keys
+    if keys is not None:
+        data[S3_ACCESS_KEY_ID_KEY] = keys.access_key_id
+        data[S3_SECRET_ACCESS_KEY_KEY] = keys.secret_access_key
     return client.V1Secret(
         api_version="v1",
         kind="Secret",
@@ -134,7 +151,7 @@ def build_secret(
             name=secret_name(config, name), namespace=config.namespace, labels=labels
         ),
         type="Opaque",
-        data={TOKEN_KEY: base64.b64encode(request.job_token.encode()).decode()},
+        data={key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
     )
 
 
@@ -229,38 +246,81 @@ def build_job(
 def _pod_spec(
     request: LaunchRequest, config: KubernetesLauncherConfig, name: str
 ) -> client.V1PodSpec:
-    tolerations = list(config.tolerations)
+    placement = config.capacity_profile.placement(request.capacity_type)
+    tolerations = [*config.tolerations, *placement.tolerations]
     if request.capacity_type is CapacityType.SPOT:
         tolerations += config.spot_tolerations
     return client.V1PodSpec(
         restart_policy="Never",
         # Pod 0 becomes `<job>-0.<service>` in DNS only with the subdomain set.
         subdomain=name if request.nodes > 1 else None,
-        node_selector=_node_selector(request, config),
-        tolerations=[_toleration(t) for t in tolerations] or None,
-        termination_grace_period_seconds=config.termination_grace_s,
+        node_selector=_node_selector(request, config, placement),
+        affinity=_affinity(placement),
+        tolerations=[_toleration(t) for t in dict.fromkeys(tolerations)] or None,
+        termination_grace_period_seconds=config.grace_s,
         service_account_name=config.service_account,
         # The trainer never talks to the Kubernetes API; keep its token out of the container.
         automount_service_account_token=False,
         # Service env vars of a busy namespace only add noise to the trainer's environment.
         enable_service_links=False,
         priority_class_name=config.priority_class_name,
+        image_pull_secrets=[
+            client.V1LocalObjectReference(name=s) for s in config.image_pull_secrets
+        ]
+        or None,
+        # The `restricted` Pod Security profile (tests check each of its rules).
+        security_context=client.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=config.run_as_user,
+            run_as_group=config.run_as_user,
+            fs_group=config.run_as_user,
+            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        ),
         containers=[_container(request, config, name)],
         volumes=[
             # DataLoader workers share batches through /dev/shm; the runtime default is 64 MiB.
-            client.V1Volume(name="dshm", empty_dir=client.V1EmptyDirVolumeSource(medium="Memory"))
+            # Memory-backed: bounded, or one job's shm could take the node's memory.
+            client.V1Volume(
+                name=SHM_VOLUME,
+                empty_dir=client.V1EmptyDirVolumeSource(
+                    medium="Memory", size_limit=config.resources.shm_size
+                ),
+            )
         ],
     )
 
 
-def _node_selector(request: LaunchRequest, config: KubernetesLauncherConfig) -> dict[str, str]:
-    selector = {config.instance_type_label: request.instance_type}
-    capacity = config.capacity_type_value(request.capacity_type)
-    if capacity:
-        selector[config.capacity_type_label] = capacity
+def _node_selector(
+    request: LaunchRequest, config: KubernetesLauncherConfig, placement: CapacityPlacement
+) -> dict[str, str]:
+    selector = {config.instance_type_label: request.instance_type, **placement.labels}
     if config.zone_label and request.zone:
         selector[config.zone_label] = request.zone
     return selector
+
+
+def _affinity(placement: CapacityPlacement) -> client.V1Affinity | None:
+    if not placement.any_of:
+        return None
+    terms = [
+        client.V1NodeSelectorTerm(match_expressions=[_requirement(r) for r in term])
+        for term in placement.any_of
+    ]
+    return client.V1Affinity(
+        node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(
+                node_selector_terms=terms
+            )
+        )
+    )
+
+
+def _requirement(requirement: NodeRequirement) -> client.V1NodeSelectorRequirement:
+    return client.V1NodeSelectorRequirement(
+        key=requirement.key,
+        operator=requirement.operator,
+        values=list(requirement.values) or None,
+    )
 
 
 def _toleration(toleration: Toleration) -> client.V1Toleration:
@@ -272,19 +332,24 @@ def _toleration(toleration: Toleration) -> client.V1Toleration:
     )
 
 
-def torchrun_args(request: LaunchRequest, config: KubernetesLauncherConfig, name: str) -> list[str]:
-    # Pod 0 hosts the rendezvous store; a single node talks to itself.
+def rank_grace_s(grace_s: int) -> int:
+    """How long ranks get to checkpoint after the notice: the pod's grace period less a margin,
+    so the supervisor, not the kubelet's SIGKILL, decides the pod's exit code."""
+    return max(1, grace_s - min(5, max(1, grace_s // 5)))
+
+
+def supervisor_args(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str
+) -> list[str]:
+    # Pod 0's rank 0 hosts the rendezvous store; a single node talks to itself. The node rank
+    # is the pod's completion index (JOB_COMPLETION_INDEX, set by the Job controller).
     master = f"{name}-0.{name}" if request.nodes > 1 else "127.0.0.1"
     return [
         f"--nnodes={request.nodes}",
-        f"--nproc_per_node={max(request.gpus_per_node, 1)}",
-        # The Job controller sets JOB_COMPLETION_INDEX in Indexed mode; the kubelet expands
-        # $(VAR) references to container env vars.
-        "--node_rank=$(JOB_COMPLETION_INDEX)",
-        f"--master_addr={master}",
-        f"--master_port={config.master_port}",
-        "-m",
-        "trainer",
+        f"--nproc-per-node={max(request.gpus_per_node, 1)}",
+        f"--master-addr={master}",
+        f"--master-port={config.master_port}",
+        f"--grace-s={rank_grace_s(config.grace_s)}",
     ]
 
 
@@ -306,34 +371,44 @@ def _container(
     env += [
         client.V1EnvVar(name="PYTHONUNBUFFERED", value="1"),
         client.V1EnvVar(name=ENV_RUN_CONFIG_JSON, value=run_config_json(request, config)),
-        client.V1EnvVar(
-            name=ENV_JOB_TOKEN,
-            value_from=client.V1EnvVarSource(
-                secret_key_ref=client.V1SecretKeySelector(
-                    name=secret_name(config, name), key=TOKEN_KEY
-                )
-            ),
-        ),
     ]
-    env_from = None
-    if config.s3_credentials_secret:
-        env_from = [
-            client.V1EnvFromSource(
-                secret_ref=client.V1SecretEnvSource(name=config.s3_credentials_secret)
-            )
-        ]
-    limits = {GPU_RESOURCE: str(request.gpus_per_node)} if request.gpus_per_node else None
+    requests = config.resources.requests(request.gpus_per_node)
+    limits = dict(requests) if config.resources.guaranteed else {}
+    if request.gpus_per_node:
+        limits[GPU_RESOURCE] = str(request.gpus_per_node)
     return client.V1Container(
         name=CONTAINER_NAME,
         image=request.image or config.default_image,
         image_pull_policy=config.image_pull_policy,
-        command=["torchrun"],
-        args=torchrun_args(request, config, name),
-        env=env,
-        env_from=env_from,
-        resources=client.V1ResourceRequirements(limits=limits),
-        volume_mounts=[client.V1VolumeMount(name="dshm", mount_path="/dev/shm")],
+        command=SUPERVISOR_COMMAND,
+        args=supervisor_args(request, config, name),
+        env=env + secret_env(config, name),
+        resources=client.V1ResourceRequirements(requests=requests, limits=limits or None),
+        volume_mounts=[client.V1VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")],
+        security_context=client.V1SecurityContext(
+            allow_privilege_escalation=False,
+            capabilities=client.V1Capabilities(drop=["ALL"]),
+            run_as_non_root=True,
+            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        ),
     )
+
+
+def secret_env(config: KubernetesLauncherConfig, name: str) -> list[client.V1EnvVar]:
+    """The env read from the attempt's own Secret, key by key (never a whole Secret)."""
+    keys = {ENV_JOB_TOKEN: TOKEN_KEY}
+    if config.trainer_s3_keys is not None:
+        keys["AWS_ACCESS_KEY_ID"] = S3_ACCESS_KEY_ID_KEY
+        keys["AWS_SECRET_ACCESS_KEY"] = S3_SECRET_ACCESS_KEY_KEY
+    return [
+        client.V1EnvVar(
+            name=env_name,
+            value_from=client.V1EnvVarSource(
+                secret_key_ref=client.V1SecretKeySelector(name=secret_name(config, name), key=key)
+            ),
+        )
+        for env_name, key in keys.items()
+    ]
 
 
 def owner_reference(job: client.V1Job) -> client.V1OwnerReference:

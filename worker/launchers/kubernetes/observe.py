@@ -1,14 +1,23 @@
-"""What state an attempt is in, read from its Job and pods: pure, shared by status() and watch.
+"""What state an attempt is in, read from its Job and pods: pure, so every case is testable.
 
 Preemption is reported only once the attempt's pods have stopped: a disrupted pod is still
 checkpointing during its grace period, and a replacement started meanwhile would resume from an
 older checkpoint (and race the writer).
+
+A kubelet eviction (node pressure: the pod or a neighbour used more memory or disk than asked
+for) is not a preemption: the capacity was not reclaimed, and learning it as one would skew the
+pool's preemption rate. It ends the attempt as a failure that names the eviction.
+
+Some attempts never end by themselves: pods that stay unschedulable, or scheduled pods whose
+container cannot start (a bad image, a missing Secret). `assess` says when to give such an
+attempt up; the launcher then deletes its Job, which frees the nodes it holds.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -24,21 +33,90 @@ from worker.launchers.kubernetes.manifests import (
 
 _RULE_INDEX = re.compile(r"FailJob rule at index (\d+)")
 _ACTIVE_PHASES = ("Pending", "Running")
+# Waiting reasons of a container that will not start without someone fixing something.
+CANNOT_START_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+# Written on a Job the launcher gives up, before deleting it: read back while it is deleted.
+VERDICT_ANNOTATION = "gpujobs.dev/verdict"
 
 
-def observe(
+@dataclass(frozen=True)
+class Assessment:
+    observation: Observation
+    # The attempt is over but its Job would stay (pods pending or stuck): delete it.
+    give_up: bool = False
+
+
+def verdict_annotation(observation: Observation) -> str:
+    return f"{observation.state.value}: {observation.message or ''}"
+
+
+def _verdict(job: client.V1Job) -> Observation | None:
+    text = (job.metadata.annotations or {}).get(VERDICT_ANNOTATION)
+    if not text:
+        return None
+    state, _, message = text.partition(": ")
+    try:
+        return Observation(ObservedState(state), message=message or None)
+    except ValueError:
+        return None
+
+
+def assess(
     job: client.V1Job | None,
     pods: Sequence[client.V1Pod],
     *,
     now: datetime,
     unschedulable_timeout_s: float,
+    start_timeout_s: float = 300.0,
     gone_nodes: Collection[str] = (),
-) -> Observation:
+) -> Assessment:
     """`gone_nodes`: nodes that pods were bound to and that no longer exist."""
     if job is None:
-        return Observation(ObservedState.LOST, message="the Job no longer exists")
+        return Assessment(Observation(ObservedState.LOST, message="the Job no longer exists"))
+    verdict = _verdict(job)
+    if verdict is not None:
+        return Assessment(verdict)  # given up by the launcher, deleted since or being deleted
     if job.metadata.deletion_timestamp is not None:
-        return Observation(ObservedState.CANCELLED, message="the Job is being deleted")
+        return Assessment(Observation(ObservedState.CANCELLED, message="the Job is being deleted"))
+    return _assess_live(job, pods, now, unschedulable_timeout_s, start_timeout_s, gone_nodes)
+
+
+def _assess_live(
+    job: client.V1Job,
+    pods: Sequence[client.V1Pod],
+    now: datetime,
+    unschedulable_timeout_s: float,
+    start_timeout_s: float,
+    gone_nodes: Collection[str],
+) -> Assessment:
+    observation = _observe_live(job, pods, now, unschedulable_timeout_s, gone_nodes)
+    if observation.state is ObservedState.NO_CAPACITY:
+        return Assessment(observation, give_up=True)
+    if observation.state is ObservedState.PENDING:
+        stuck = _cannot_start(pods, now, start_timeout_s)
+        if stuck is not None:
+            return Assessment(stuck, give_up=True)
+    return Assessment(observation)
+
+
+def _observe_live(
+    job: client.V1Job,
+    pods: Sequence[client.V1Pod],
+    now: datetime,
+    unschedulable_timeout_s: float,
+    gone_nodes: Collection[str],
+) -> Observation:
     conditions = _true_conditions(job)
     if "Complete" in conditions:
         return Observation(ObservedState.SUCCEEDED, exit_code=0)
@@ -95,6 +173,13 @@ def _ended(
         reason = _disruption(pod, gone_nodes)
         if reason:
             return Observation(ObservedState.PREEMPTED, exit_code=_exit_code(pod), message=reason)
+    for pod in _by_index(pods):
+        if _kubelet_evicted(pod):
+            message = (
+                f"pod {pod.metadata.name} evicted by the kubelet (node pressure, not a "
+                f"preemption): {pod.status.message}"
+            )
+            return Observation(ObservedState.FAILED, exit_code=_exit_code(pod), message=message)
     if failed is not None and failed.reason == "PodFailurePolicy":
         match = _RULE_INDEX.search(failed.message or "")
         if match and int(match.group(1)) in PREEMPTION_RULE_INDEXES:
@@ -145,14 +230,49 @@ def _notice_exit(pod: client.V1Pod) -> str | None:
 
 
 def _disruption(pod: client.V1Pod, gone_nodes: Collection[str]) -> str | None:
-    """Stopped from outside: drained, evicted, preempted by the scheduler, node lost."""
+    """Stopped from outside: drained, evicted through the API (Karpenter's interruption
+    handling, a node drain), preempted by the scheduler, node shut down or lost."""
+    if _kubelet_evicted(pod):
+        return None  # its DisruptionTarget (TerminationByKubelet) is the eviction's
     for condition in (pod.status.conditions if pod.status else None) or []:
         if condition.type == DISRUPTION_TARGET and condition.status == "True":
             return f"pod {pod.metadata.name} disrupted: {condition.reason}: {condition.message}"
-    if pod.status is not None and pod.status.reason == "Evicted":
-        return f"pod {pod.metadata.name} evicted: {pod.status.message}"
     if _lost(pod, gone_nodes):
         return f"pod {pod.metadata.name}: node {pod.spec.node_name} lost"
+    return None
+
+
+def _kubelet_evicted(pod: client.V1Pod) -> bool:
+    """Node-pressure eviction: the kubelet sets the pod's reason (API evictions do not)."""
+    return pod.status is not None and pod.status.reason == "Evicted"
+
+
+def _cannot_start(
+    pods: Sequence[client.V1Pod], now: datetime, start_timeout_s: float
+) -> Observation | None:
+    """A scheduled pod whose container is stuck on a reason that needs a fix, for too long."""
+    for pod in _by_index(pods):
+        if _phase(pod) != "Pending":
+            continue
+        since = _scheduled_at(pod)
+        if since is None or (now - since).total_seconds() <= start_timeout_s:
+            continue
+        for status in (pod.status.container_statuses if pod.status else None) or []:
+            waiting = status.state.waiting if status.state is not None else None
+            if waiting is not None and waiting.reason in CANNOT_START_REASONS:
+                detail = f": {waiting.message}" if waiting.message else ""
+                return Observation(
+                    ObservedState.FAILED,
+                    message=f"pod {pod.metadata.name} could not start within "
+                    f"{start_timeout_s:g} s: {waiting.reason}{detail}",
+                )
+    return None
+
+
+def _scheduled_at(pod: client.V1Pod) -> datetime | None:
+    for condition in (pod.status.conditions if pod.status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            return condition.last_transition_time or (pod.status.start_time if pod.status else None)
     return None
 
 

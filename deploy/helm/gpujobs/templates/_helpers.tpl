@@ -148,3 +148,17 @@ checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sh
 checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha256sum }}
 {{- end }}
 {{- end }}
+
+{{/* ServiceAccount of the API pods: no launcher rights. */}}
+{{- define "gpujobs.apiServiceAccountName" -}}
+{{- if .Values.api.serviceAccount.create }}
+{{- default (printf "%s-api" (include "gpujobs.fullname" .)) .Values.api.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.api.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped names must be unique across releases and namespaces. */}}
+{{- define "gpujobs.clusterRoleName" -}}
+{{- printf "%s-%s-node-reader" (include "gpujobs.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" }}
+{{- end }}

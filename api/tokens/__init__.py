@@ -1,0 +1,1 @@
+"""Tokens: listing, issuing and revoking teams' bearer tokens (the admin token's business)."""

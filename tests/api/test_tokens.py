@@ -1,0 +1,237 @@
+"""Teams and tokens over the admin API: create, list, revoke, expire. Admin is the admin token."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select, text, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.auth import hash_token
+from api.database import transaction
+from api.models import ApiToken, utcnow
+from api.settings import Settings
+from tests.conftest import job_body
+
+ADMIN = {"Authorization": "Bearer admin-secret-for-tests"}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def create_team(client: TestClient, name: str, **token: object) -> dict[str, object]:
+    response = client.post("/v1/admin/teams", json={"name": name, "token": token}, headers=ADMIN)
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def tokens(client: TestClient, **params: str) -> list[dict[str, object]]:
+    response = client.get("/v1/admin/tokens", params=params, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    return response.json()["items"]  # type: ignore[no-any-return]
+
+
+def test_the_admin_creates_a_team_whose_token_works_and_is_stored_hashed(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    response = client.post("/v1/admin/teams", json={"name": "acme"}, headers=ADMIN)
+    assert response.status_code == 201
+    assert response.headers["cache-control"] == "no-store"
+    created = response.json()
+    token = created["token"]
+    assert created["team"]["name"] == "acme"
+    assert created["token_info"]["team"] == "acme" and created["token_info"]["active"]
+    assert token.startswith(created["token_info"]["prefix"])
+    assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+    with session_factory() as session:
+        stored = session.scalars(select(ApiToken.token_hash)).all()
+    assert hash_token(token) in stored and token not in stored
+    names = [t["name"] for t in client.get("/v1/admin/teams", headers=ADMIN).json()["items"]]
+    assert names == ["acme"]
+
+
+def test_team_creation_conflicts_and_bad_names_are_clear(client: TestClient) -> None:
+    create_team(client, "acme")
+    again = client.post("/v1/admin/teams", json={"name": "acme"}, headers=ADMIN)
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == "team 'acme' already exists"
+    for bad in ("Acme", "-acme", "a" * 64, "", "acme corp"):
+        refused = client.post("/v1/admin/teams", json={"name": bad}, headers=ADMIN)
+        assert refused.status_code == 422, bad
+        assert [f["field"] for f in refused.json()["error"]["fields"]] == ["name"]
+    short = client.post(
+        "/v1/admin/teams", json={"name": "b", "token": {"expires_in_seconds": 5}}, headers=ADMIN
+    )
+    assert short.status_code == 422
+    assert [f["field"] for f in short.json()["error"]["fields"]] == ["token.expires_in_seconds"]
+
+
+def test_team_tokens_are_never_admins(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str]
+) -> None:
+    """A team's token (the embedded default team's included) cannot administer or read another
+    team's jobs."""
+    theirs = client.post("/v1/jobs", json=job_body("theirs"), headers=other_auth).json()["id"]
+    calls = [
+        ("POST", "/v1/admin/teams", {"name": "mine"}),
+        ("GET", "/v1/admin/teams", None),
+        ("GET", "/v1/admin/tokens", None),
+        ("POST", "/v1/admin/teams/team-a/tokens", {}),
+        ("DELETE", f"/v1/admin/tokens/{'0' * 8}-0000-7000-8000-{'0' * 12}", None),
+        ("GET", "/v1/admin/teams/team-a/budget", None),
+        ("GET", "/v1/admin/reservations", None),
+    ]
+    for method, url, body in calls:
+        response = client.request(method, url, json=body, headers=auth)
+        assert response.status_code == 403, (method, url, response.text)
+        assert "admin token" in response.json()["error"]["message"]
+    assert client.get(f"/v1/jobs/{theirs}", headers=auth).status_code == 404
+    assert client.get("/v1/jobs", headers=auth).json()["items"] == []
+    assert client.post(f"/v1/jobs/{theirs}/cancel", headers=auth).status_code == 404
+    assert client.get(f"/v1/jobs/{theirs}", headers=ADMIN).status_code == 200
+    assert client.post("/v1/admin/teams", json={"name": "mine"}).status_code == 401
+
+
+def test_tokens_are_listed_without_their_secret_and_filtered_by_team(
+    client: TestClient, token: str
+) -> None:
+    extra = client.post(
+        "/v1/admin/teams/team-a/tokens",
+        json={"name": "ci", "expires_in_seconds": 3600},
+        headers=ADMIN,
+    )
+    assert extra.status_code == 201 and extra.headers["cache-control"] == "no-store"
+    issued = extra.json()
+    assert issued["info"]["name"] == "ci" and issued["info"]["expires_at"] is not None
+    create_team(client, "acme")
+    listed = tokens(client, team="team-a")
+    assert [(t["team"], t["name"]) for t in listed] == [("team-a", "initial"), ("team-a", "ci")]
+    assert listed[1]["id"] == issued["info"]["id"]
+    assert {t["team"] for t in tokens(client)} == {"team-a", "acme"}
+    everything = client.get("/v1/admin/tokens", headers=ADMIN).text
+    assert token not in everything and issued["token"] not in everything
+    assert hash_token(token) not in everything
+    missing = client.get("/v1/admin/tokens", params={"team": "nobody"}, headers=ADMIN)
+    assert missing.status_code == 404
+    assert client.post("/v1/admin/teams/nobody/tokens", json={}, headers=ADMIN).status_code == 404
+    no_body = client.post("/v1/admin/teams/team-a/tokens", headers=ADMIN)
+    assert no_body.status_code == 201 and no_body.json()["info"]["expires_at"] is None
+    unknown = client.post("/v1/admin/teams/team-a/tokens", json={"expires_in": 60}, headers=ADMIN)
+    assert unknown.status_code == 422
+
+
+def test_a_revoked_token_is_refused_and_revoking_is_idempotent(
+    client: TestClient, token: str
+) -> None:
+    assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+    [listed] = tokens(client, team="team-a")
+    revoked = client.delete(f"/v1/admin/tokens/{listed['id']}", headers=ADMIN)
+    assert revoked.status_code == 200
+    assert revoked.json()["revoked_at"] is not None and not revoked.json()["active"]
+    refused = client.get("/v1/jobs", headers=bearer(token))
+    assert refused.status_code == 401
+    assert "revoked" in refused.json()["error"]["message"]
+    assert tokens(client, team="team-a") == []
+    [shown] = tokens(client, team="team-a", include_inactive="true")
+    assert shown["revoked_at"] == revoked.json()["revoked_at"]
+    again = client.delete(f"/v1/admin/tokens/{listed['id']}", headers=ADMIN)
+    assert again.status_code == 200 and again.json()["revoked_at"] == shown["revoked_at"]
+    unknown = client.delete(f"/v1/admin/tokens/{'0' * 8}-0000-7000-8000-{'0' * 12}", headers=ADMIN)
+    assert unknown.status_code == 404
+    assert client.delete("/v1/admin/tokens/not-an-id", headers=ADMIN).status_code == 422
+
+
+def test_an_expired_token_gets_401_saying_so(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    created = create_team(client, "acme", expires_in_seconds=60)
+    token = str(created["token"])
+    assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+    with transaction(session_factory) as session:
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.token_hash == hash_token(token))
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    refused = client.get("/v1/jobs", headers=bearer(token))
+    assert refused.status_code == 401
+    assert "expired at" in refused.json()["error"]["message"]
+    assert tokens(client, team="acme") == []
+    [shown] = tokens(client, team="acme", include_inactive="true")
+    assert not shown["active"] and shown["revoked_at"] is None
+
+
+def test_last_use_is_recorded_at_most_once_a_minute(
+    client: TestClient, token: str, session_factory: sessionmaker[Session]
+) -> None:
+    [fresh] = tokens(client, team="team-a")
+    assert fresh["last_used_at"] is None
+    client.get("/v1/jobs", headers=bearer(token))
+    [used] = tokens(client, team="team-a")
+    assert used["last_used_at"] is not None
+    client.get("/v1/budget", headers=bearer(token))
+    [unchanged] = tokens(client, team="team-a")
+    assert unchanged["last_used_at"] == used["last_used_at"]  # no write within the minute
+    two_minutes_ago = utcnow() - timedelta(minutes=2)
+    with transaction(session_factory) as session:
+        session.execute(update(ApiToken).values(last_used_at=two_minutes_ago))
+    before = utcnow()
+    client.get("/v1/budget", headers=bearer(token))  # a GET: nothing else is committed
+    [later] = tokens(client, team="team-a")
+    assert datetime.fromisoformat(str(later["last_used_at"])) >= before
+
+
+def test_a_team_that_was_an_admin_before_the_migration_no_longer_is(tmp_path: Path) -> None:
+    """Older embedded deployments created the default team as an admin: upgrading ends that."""
+    from alembic import command
+
+    from api.app import create_app
+    from api.database import make_engine, make_session_factory
+    from api.migrate import alembic_config, upgrade_to_head
+
+    settings = Settings(home=tmp_path, admin_token="admin-secret-for-tests")
+    engine = make_engine(settings)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    now = utcnow()
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO teams (id, name, is_admin, created_at) "
+                "VALUES ('t1', 'default', 1, :now)"
+            ),
+            {"now": now},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO api_tokens (id, team_id, token_hash, prefix, name, created_at) "
+                "VALUES ('k1', 't1', :hash, 'gpj_old-', 'initial', :now)"
+            ),
+            {"hash": hash_token("gpj_old-default"), "now": now},
+        )
+    upgrade_to_head(engine)
+    app = create_app(settings, session_factory=make_session_factory(engine))
+    with TestClient(app) as client:
+        old = bearer("gpj_old-default")
+        answer = client.get("/v1/jobs", headers=old)
+        assert answer.status_code == 200, answer.text
+        assert client.get("/v1/admin/tokens", headers=old).status_code == 403
+        assert client.get("/v1/admin/tokens", headers=ADMIN).status_code == 200
+    engine.dispose()
+
+
+def test_a_name_taken_by_a_concurrent_request_is_a_conflict_not_a_500(
+    session_factory: sessionmaker[Session],
+) -> None:
+    """The unique index decides when two requests create the same team at once."""
+    from api.teams import repository
+
+    with session_factory() as session:
+        assert repository.add(session, name="acme") is not None
+        assert repository.add(session, name="acme") is None  # the index refused it
+        assert [t.name for t in repository.all_teams(session)] == ["acme"]

@@ -1,0 +1,201 @@
+"""The control loop with the Kubernetes launcher against the API emulator, on a real database:
+the scheduler places and launches a Job, the reconciler reads what the cluster says."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.models import JobAttempt
+from api.settings import Settings
+from gpujobs.resources import JobStatus
+from gpujobs.runtime import ENV_RUN_CONFIG_JSON, RunConfig
+from tests.trainer.trainer_runs import REPO, run_config
+from tests.worker.support import Clock, attempts, job, principal, submit
+from trainer.checkpoint import load_latest
+from worker.control import ControlPlane
+from worker.launchers.kubernetes import KubernetesLauncher
+from worker.reconciler import reconcile_once
+from worker.scheduler import schedule_once
+
+if TYPE_CHECKING:
+    from conftest import Cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def placed(
+    settings: Settings,
+    factory: sessionmaker[Session],
+    launcher: KubernetesLauncher,
+) -> tuple[ControlPlane, str, JobAttempt]:
+    cp = ControlPlane(settings=settings, factory=factory, launcher=launcher, clock=Clock())
+    job_id = submit(factory, principal(factory), max_restarts=0)
+    assert len(schedule_once(cp).placed) == 1
+    (attempt,) = attempts(factory, job_id)
+    assert attempt.launch_handle is not None  # launched as a Job
+    return cp, job_id, attempt
+
+
+def test_a_spot_notice_closes_the_attempt_as_preempted_and_resumes_the_job(
+    cluster: Cluster, settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    cp, job_id, attempt = placed(settings, session_factory, cluster.launcher())
+    handle = attempt.launch_handle
+    assert handle is not None
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.running())
+    reconcile_once(cp)
+    assert job(session_factory, job_id).status == JobStatus.RUNNING.value
+
+    # The notice: DisruptionTarget, SIGTERM to the supervisor, every rank saved, exit 75.
+    disruption = cluster.condition(
+        "DisruptionTarget", "True", "EvictionByEvictionAPI", message="Karpenter: spot interruption"
+    )
+    cluster.set_pod_status(pod, {**cluster.terminated(75), "conditions": [disruption]})
+    message = (
+        f"Container trainer for pod x/{pod} failed with exit code 75 "
+        "matching FailJob rule at index 0"
+    )
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+    reconcile_once(cp)
+
+    (closed, *_) = attempts(session_factory, job_id)
+    assert (closed.end_reason, closed.exit_code) == ("preempted", 75)
+    after = job(session_factory, job_id)
+    # max_restarts=0: a failure would have ended the job; a preemption goes back to the queue.
+    assert after.status == JobStatus.PENDING.value
+    assert after.restarts == 0
+
+
+def test_an_image_that_cannot_be_pulled_ends_the_attempt_and_frees_its_job(
+    cluster: Cluster, settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher = cluster.launcher(start_timeout_s=300)
+    cp, job_id, attempt = placed(settings, session_factory, launcher)
+    handle = attempt.launch_handle
+    assert handle is not None
+    (pod,) = cluster.start_pods(handle)
+    scheduled = cluster.condition("PodScheduled", "True", "Scheduled", ago_s=301)
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied"}}
+    cluster.set_pod_status(
+        pod,
+        {
+            "phase": "Pending",
+            "conditions": [scheduled],
+            "containerStatuses": [cluster._container_status(waiting)],
+        },
+    )
+    reconcile_once(cp)
+
+    (closed,) = attempts(session_factory, job_id)
+    assert closed.end_reason == "failed"
+    assert job(session_factory, job_id).status == JobStatus.FAILED.value  # no restarts left
+    assert cluster.batch.list_namespaced_job("gpujobs-test").items == []
+
+
+def run_container_here(
+    cluster: Cluster, handle: str, index: int, stderr: Path
+) -> subprocess.Popen[str]:
+    """What the kubelet would do with pod `index`: the container's command, with its env
+    resolved (values, and keys of the attempt's Secret), on this machine."""
+    namespace, name = handle.split("/")
+    pod = cluster.batch.read_namespaced_job(name, namespace).spec.template.spec
+    (container,) = pod.containers
+    env = {"PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": str(index)}
+    for var in container.env:
+        if var.value_from is None:
+            env[var.name] = var.value
+            continue
+        ref = var.value_from.secret_key_ref
+        secret = cluster.core.read_namespaced_secret(ref.name, namespace)
+        env[var.name] = base64.b64decode(secret.data[ref.key]).decode()
+    command = [sys.executable if part == "python" else part for part in container.command]
+    return subprocess.Popen(
+        [*command, *container.args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr.open("wb"),
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_the_pod_s_own_exit_after_sigterm_closes_the_attempt_as_preempted(
+    cluster: Cluster, settings: Settings, session_factory: sessionmaker[Session], tmp_path: Path
+) -> None:
+    """End to end but for the kubelet: the launcher's Job, its container run here as the kubelet
+    would (two gloo ranks of the real trainer under the supervisor), SIGTERM to PID 1, and the
+    pod's real exit code fed back through the API to the reconciler."""
+    trainer = run_config("unused", steps=400, checkpoint={"every_steps": 1000, "keep_last": 2})
+    trainer = trainer["trainer"]
+    cp = ControlPlane(
+        settings=settings, factory=session_factory, launcher=cluster.launcher(), clock=Clock()
+    )
+    job_id = submit(
+        session_factory,
+        principal(session_factory),
+        trainer=trainer,
+        resources={"gpus_per_node": 2},
+        max_restarts=0,
+    )
+    assert len(schedule_once(cp).placed) == 1
+    (attempt,) = attempts(session_factory, job_id)
+    handle = attempt.launch_handle
+    assert handle is not None
+    (pod,) = cluster.start_pods(handle)
+    process = run_container_here(cluster, handle, 0, tmp_path / "stderr.log")
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # rank 0's JSON lines
+            record = json.loads(line) if line.startswith("{") else {}
+            if record.get("step", 0) >= 3 and "event" not in record:
+                break
+        else:
+            pytest.fail(f"no progress: {(tmp_path / 'stderr.log').read_text()[-3000:]}")
+        cluster.set_pod_status(pod, cluster.running())
+        reconcile_once(cp)
+        os.kill(process.pid, signal.SIGTERM)  # the kubelet's notice, to PID 1
+        records = [json.loads(line) for line in process.stdout if line.startswith("{")]
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    assert code == 75
+    (preempted,) = [r for r in records if r.get("event") == "preempted"]
+    assert preempted["saved"] is True  # agreed by both ranks: each wrote its part
+    namespace, name = handle.split("/")
+    (container,) = cluster.batch.read_namespaced_job(name, namespace).spec.template.spec.containers
+    (run_json,) = [var.value for var in container.env if var.name == ENV_RUN_CONFIG_JSON]
+    config = RunConfig.model_validate_json(run_json)
+    state = load_latest(config.checkpoint_uri)
+    assert state is not None and sorted(state.ranks) == [0, 1]
+
+    # What the kubelet and the Job controller write for that exit.
+    cluster.set_pod_status(pod, cluster.terminated(code))
+    message = (
+        f"Container trainer for pod x/{pod} failed with exit code {code} "
+        "matching FailJob rule at index 0"
+    )
+    cluster.set_job_conditions(
+        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
+    )
+    reconcile_once(cp)
+    (closed,) = attempts(session_factory, job_id)
+    assert (closed.end_reason, closed.exit_code) == ("preempted", 75)
+    after = job(session_factory, job_id)
+    assert after.status == JobStatus.PENDING.value and after.restarts == 0
