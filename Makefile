@@ -7,12 +7,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install system-deps services lint format bench clean
+.PHONY: run test install system-deps services docker docker-engine docker-base-images \
+	docker-images lint format bench clean
 
 run: install
 	$(BIN)/python -m worker.standalone
 
-test: install system-deps services
+test: install system-deps services docker
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -37,6 +38,20 @@ system-deps:
 
 services:
 	@bash scripts/services.sh
+
+# The compose deployment test (tests/deploy/test_compose_stack.py) needs a Docker engine and base
+# images; no registry is assumed: the Debian base is bootstrapped from the apt mirror, once.
+docker: docker-engine docker-base-images
+
+docker-engine: system-deps
+	@bash scripts/docker-engine.sh
+
+docker-base-images: docker-engine
+	@bash scripts/docker-base-images.sh
+
+# api, worker and trainer images (+ benchmarks/results/images.json); the test builds them too.
+docker-images: docker-base-images
+	@bash scripts/docker-images.sh
 
 lint:
 	$(BIN)/ruff check .

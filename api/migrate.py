@@ -1,19 +1,32 @@
-"""Apply Alembic migrations programmatically (used by `make run` and the test fixtures)."""
+"""Apply Alembic migrations programmatically (`python -m api.admin migrate`, `make run`, the tests).
+
+The migrations ship inside the installed distribution as the `migrations` package, so this works
+from a wheel in an image as well as from a checkout; no alembic.ini is needed (alembic.ini at the
+repo root stays for developers running the `alembic` command by hand).
+"""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-ROOT = Path(__file__).resolve().parent.parent
+
+def migrations_dir() -> Path:
+    """The installed `migrations` package's directory (env.py and versions/)."""
+    location = Path(str(resources.files("migrations")))
+    if not (location / "env.py").is_file():
+        raise RuntimeError(f"the migrations package at {location} has no env.py")
+    return location
 
 
 def alembic_config(url: str | None = None) -> Config:
-    config = Config(str(ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(ROOT / "migrations"))
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("path_separator", "os")
     config.attributes["configure_logger"] = False
     if url:
         config.attributes["url"] = url

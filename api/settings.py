@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     )
     trainer_s3_secret_access_key: str = ""
     trainer_s3_region: str = ""
+    drain_on_shutdown: bool = Field(
+        False,
+        description="Local launcher: a stopping worker stops its trainers (checkpoint, then "
+        "resume later) instead of leaving them running; for containers, whose processes die "
+        "with the worker.",
+    )
     # Kubernetes launcher (worker/launchers/kubernetes; deploy/README.md per cloud)
     k8s_namespace: str = "gpujobs"
     k8s_instance_type_label: str = "node.kubernetes.io/instance-type"

@@ -4,6 +4,8 @@ set -euo pipefail
 
 missing=()
 command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v pg_isready >/dev/null || missing+=(postgresql-client)
 command -v redis-cli >/dev/null || missing+=(redis-tools)

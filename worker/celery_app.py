@@ -13,11 +13,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from api import metrics
 from api.settings import get_settings
-from worker.control import ControlPlane, build_control_plane
+from worker.control import ControlPlane, build_control_plane, drain_on_shutdown
 from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
 
@@ -42,6 +42,11 @@ def _serve_metrics(**_: object) -> None:
     # The worker's counters (decisions, preemptions, dollars) live in this process.
     if settings.worker_metrics_port:
         metrics.serve(settings.worker_metrics_port, addr=settings.host)
+
+
+@worker_shutdown.connect
+def _drain_trainers(**_: object) -> None:
+    drain_on_shutdown(get_settings())
 
 
 @lru_cache

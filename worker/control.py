@@ -6,6 +6,7 @@ the scheduling and reconciling steps, which are plain functions of it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +22,8 @@ from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings
 from worker.launchers.base import Launcher
 from worker.launchers.spot_market import SpotMarket
+
+logger = logging.getLogger(__name__)
 
 # Hooks that read team budgets and reservation usage; they come from api's budget and
 # reservation services, and default to "no caps, no reservations".
@@ -77,6 +80,20 @@ def make_launcher(settings: Settings) -> Launcher:
 
 # Shipped with the package (public data, see its README) so a clone needs no reference data set.
 DEFAULT_TRACE = Path(__file__).parent / "launchers" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
+
+
+def drain_on_shutdown(settings: Settings) -> list[str]:
+    """The worker is stopping and its trainers die with it (GPUJOBS_DRAIN_ON_SHUTDOWN, set in
+    containers): stop them as a spot notice would, so they checkpoint and resume later."""
+    if not settings.drain_on_shutdown or settings.launcher != "local":
+        return []
+    from worker.launchers.local import LocalLauncher
+
+    launcher = LocalLauncher(root=settings.home / "attempts", notice_s=settings.spot_notice_s)
+    drained = launcher.drain()
+    if drained:
+        logger.warning("stopped %d trainer(s) to resume later: %s", len(drained), drained)
+    return drained
 
 
 def make_market(settings: Settings) -> SpotMarket | None:

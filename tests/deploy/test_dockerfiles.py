@@ -78,6 +78,28 @@ def test_api_image_has_a_healthcheck_and_migrations() -> None:
     assert '"uvicorn", "worker.api_app:app"' in cmd
 
 
+def test_torch_is_pinned_and_the_trainer_has_cpu_and_cuda_variants() -> None:
+    """One torch everywhere (the version the venv and CI use); the trainer picks its build by a
+    build arg: CPU (default) or a CUDA index such as cu128; a served local wheel when given."""
+    pinned = "ARG TORCH_VERSION=2.13.0"
+    trainer = (REPO / "docker/trainer.Dockerfile").read_text()
+    worker = DOCKERFILES["worker"].read_text()
+    install = (REPO / "docker/install-torch.sh").read_text()
+    for text in (trainer, worker):
+        assert pinned in text
+        assert "ARG TORCH_VARIANT=cpu" in text
+        assert "download.pytorch.org/whl/${TORCH_VARIANT}" in text
+        assert "ARG TORCH_FIND_LINKS=" in text
+        assert not re.search(r"torch\s*>=", text), "an open torch range pulls the CUDA build"
+    assert '"torch==$TORCH_VERSION"' in install
+    assert '"torch==$TORCH_VERSION+$TORCH_VARIANT"' in install
+    steps = _instructions(REPO / "docker/trainer.Dockerfile")
+    # No wheel file is copied into any layer: it is served to the build over loopback.
+    assert not any(op in ("COPY", "ADD") and ".whl" in args for op, args in steps)
+    assert ("ENTRYPOINT", '["python", "-m", "trainer"]') in steps
+    assert ("LABEL", "org.gpujobs.torch-variant=${TORCH_VARIANT}") in steps
+
+
 def test_worker_image_can_add_the_trainer() -> None:
     steps = _instructions(DOCKERFILES["worker"])
     assert "INSTALL_TRAINER=0" in [args for op, args in steps if op == "ARG"]
@@ -108,6 +130,54 @@ def test_image_entry_points_exist(module: str) -> None:
     assert importlib.util.find_spec(module) is not None, (
         f"{module} is what the images and the chart run; it must exist in the package"
     )
+
+
+def test_migrations_run_from_the_installed_wheel(tmp_path: Path) -> None:
+    """What the images hold: the project installed from its wheel, no checkout, no alembic.ini.
+    `python -m api.admin migrate` (and create-team, which migrates first) must find the migrations
+    inside the installed distribution."""
+    wheels, target, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "cwd"
+    elsewhere.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    built = subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("gpujobs-*.whl")
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert sorted(p.name for p in (target / "migrations/versions").glob("*.py")) == sorted(
+        p.name for p in (REPO / "migrations/versions").glob("*.py")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
+    # The wheel's copy comes first on sys.path, ahead of the checkout's editable install.
+    env["PYTHONPATH"] = str(target)
+    env["GPUJOBS_HOME"] = str(tmp_path / "home")
+    env["GPUJOBS_DATABASE_URL"] = f"sqlite:///{tmp_path / 'gpujobs.db'}"
+    probe = "import api.migrate as m; print(m.migrations_dir())"
+    where = subprocess.run(
+        [sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()) == target / "migrations"
+    result = subprocess.run(
+        [sys.executable, "-m", "api.admin", "create-team", "acme"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), "create-team prints the team's token"
 
 
 def test_migrations_run_from_the_api_image_layout(tmp_path: Path) -> None:

@@ -175,6 +175,7 @@ class LocalLauncher:
         code = _read_int(directory / "exit_code")
         stop = _read(directory / "stop")
         noticed = (directory / "notice").exists()
+        drained = (directory / "drained").exists()  # see drain()
         if code is None and self._alive(directory):
             self._deliver_market(directory)
             self._enforce_stop(directory)
@@ -189,10 +190,9 @@ class LocalLauncher:
             return Observation(ObservedState.SUCCEEDED, exit_code=0)
         if stop == "cancel":
             return Observation(ObservedState.CANCELLED, exit_code=code)
-        if noticed:
-            return Observation(
-                ObservedState.PREEMPTED, exit_code=code, message="spot capacity was reclaimed"
-            )
+        if noticed or drained:
+            reason = "spot capacity was reclaimed" if noticed else "the worker was stopped"
+            return Observation(ObservedState.PREEMPTED, exit_code=code, message=reason)
         if code is None:
             return Observation(ObservedState.LOST, message="the process group disappeared")
         reported = _read(directory / TERMINATION_LOG)
@@ -217,6 +217,29 @@ class LocalLauncher:
             _write(directory / STOP_DEADLINE, repr(self.clock() + self.notice_s))
         self._signal(directory, signal.SIGTERM)
         self._enforce_stop(directory)
+
+    def drain(self, *, timeout_s: float | None = None) -> list[str]:
+        """This machine is going away (its worker container is stopping): give every running
+        attempt the preemption notice (SIGTERM, so it checkpoints), wait up to `timeout_s`
+        (default: the notice period) for them to exit, then SIGKILL what is left. A drained
+        attempt reads as PREEMPTED, like a spot notice: its job resumes from the checkpoint once
+        a worker is back, without spending a restart. Attempts already being stopped (a cancel,
+        a migration) keep their own meaning. Returns the drained handles."""
+        draining: list[Path] = []
+        for directory in sorted(self.root.glob("*/")) if self.root.is_dir() else []:
+            if _read(directory / "stop") is not None or not self._alive(directory):
+                continue
+            if _read_int(directory / "exit_code") is not None:
+                continue
+            _write(directory / "drained", repr(self.clock()))
+            self._signal(directory, signal.SIGTERM)
+            draining.append(directory)
+        deadline = time.monotonic() + (self.notice_s if timeout_s is None else timeout_s)
+        while time.monotonic() < deadline and any(self._alive(d) for d in draining):
+            time.sleep(0.2)
+        for directory in draining:
+            self._signal(directory, signal.SIGKILL)  # a no-op for those that have exited
+        return [PREFIX + directory.name for directory in draining]
 
     def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]:
         directory = self._dir(handle)

@@ -1,0 +1,1 @@
+"""Alembic migrations, installed with the package so that `api.migrate` finds them anywhere."""
