@@ -120,6 +120,7 @@ def launch_request(
     steps: int,
     processes: int = 1,
     env: dict[str, str] | None = None,
+    checkpoint: dict[str, int] | None = None,
 ) -> LaunchRequest:
     trainer = TrainerSpec.model_validate(
         {
@@ -128,7 +129,7 @@ def launch_request(
             "batch_size": 2,
             "amp": "off",
             "dataloader": {"num_workers": 0},
-            "checkpoint": {"every_steps": 5},
+            "checkpoint": checkpoint or {"every_steps": 5},
             "args": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}
             if workload == "gpt"
             else {},
@@ -206,10 +207,11 @@ def test_a_hostile_workload_reaches_no_secret_no_server_state_and_no_other_job(
     # Another team's job, running, with a checkpoint and a log.
     victim = launch_request(
         server, job_id="job-victim", attempt_id="att-victim", team="team-b", workload="gpt",
-        steps=1_000_000,
+        steps=1_000_000, checkpoint={"every_steps": 1000, "keep_last": 100},
     )  # fmt: skip
     victim_handle = launcher.launch(victim)
-    victim_manifest = server.checkpoints("job-victim") / "step-000000000005" / "manifest.json"
+    # Kept for the whole test (a tiny model runs hundreds of steps a second): the attack's target.
+    victim_manifest = server.checkpoints("job-victim") / "step-000000001000" / "manifest.json"
     wait_for(victim_manifest.exists, "the other team's first checkpoint")
     supervisor = json.loads((server.attempt("att-victim") / "pid").read_text())["pid"]
     victim_trainer = wait_for(lambda: children(supervisor), "the other team's trainer")[0]
@@ -338,7 +340,8 @@ def test_a_directory_the_jobs_uid_cannot_reach_fails_the_attempt_at_once_saying_
     handle = server.launcher.launch(request)
     observed = finished(server.launcher, handle)
 
-    assert observed == Observation(ObservedState.FAILED, exit_code=EXIT_CONFIG_ERROR)
+    assert (observed.state, observed.exit_code) == (ObservedState.FAILED, EXIT_CONFIG_ERROR)
+    assert observed.message and f"cannot write {hidden / 'job-hidden'}" in observed.message
     log = "".join(server.launcher.logs(handle))
     assert f"cannot write {hidden / 'job-hidden'}" in log
     assert "docs/security.md" in log
