@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.stack import Stack
-from tests.s3server import S3Server
+from devstack.s3server import S3Server
+from devstack.stack import Stack
 
 
 @pytest.fixture
