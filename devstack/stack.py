@@ -228,15 +228,18 @@ class Stack:
 
     def job(self, job_id: str) -> dict[str, Any]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}").json()
+            job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+            return job
 
     def attempts(self, job_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}/attempts").json()
+            rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job_id}/attempts").json()
+            return rows
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}/events").json()
+            rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job_id}/events").json()
+            return rows
 
     def wait_status(self, job_id: str, statuses: set[str], *, timeout: float) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
@@ -244,7 +247,10 @@ class Stack:
             return job if job["status"] in statuses else None
 
         try:
-            return wait_for(reached, timeout=timeout, what=f"job {job_id} to reach {statuses}")
+            job: dict[str, Any] = wait_for(
+                reached, timeout=timeout, what=f"job {job_id} to reach {statuses}"
+            )
+            return job
         except AssertionError as error:
             raise AssertionError(f"{error}\n{self.diagnostics(job_id)}") from None
 
