@@ -475,6 +475,7 @@ def run_chaos(
             report["end_states"] = {
                 j: {"status": v["status"] if v else None,
                     "status_reason": v.get("status_reason") if v else None,
+                    "progress": v.get("progress") if v else None,
                     "attempts": [(a["capacity_type"], a["end_reason"]) for a in attempt_views[j]]}
                 for j, v in job_views.items()
             }  # fmt: skip
