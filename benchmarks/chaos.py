@@ -1,6 +1,6 @@
 """Chaos on the real stack: nothing lost, nothing run twice, nothing unbilled, same weights.
 
-    python -m benchmarks.chaos [--jobs 5] [--steps 400] [--seed 11] [--timeout-s 900]
+    python -m benchmarks.chaos [--jobs 4] [--steps 60] [--seed 11] [--timeout-s 480]
 
 The whole service as processes (devstack.stack: a throwaway PostgreSQL cluster, a dedicated
 Redis, SeaweedFS, the API over uvicorn, a Celery worker and beat, the local launcher with its
@@ -488,12 +488,12 @@ def run_chaos(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--checkpoint-every", type=int, default=25)
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--max-faults", type=int, default=12)
-    parser.add_argument("--timeout-s", type=float, default=900)
+    parser.add_argument("--timeout-s", type=float, default=480)
     parser.add_argument("--output", type=Path, default=RESULTS / "chaos.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gpujobs-chaos-") as tmp:
