@@ -79,7 +79,8 @@ def test_a_worker_killed_mid_run_loses_duplicates_and_leaves_unbilled_nothing(
     report = run_chaos(
         tmp=tmp_path,
         jobs=2,
-        steps=150,
+        steps=40,
+        checkpoint_every=10,
         seed=3,
         faults=("kill_worker",),
         max_faults=1,
