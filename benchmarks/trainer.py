@@ -28,9 +28,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from devstack.s3server import S3Server, start_s3_server
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import TrainerSpec
-from tests.s3server import S3Server, start_s3_server
 from trainer.checkpoint import Checkpointer, open_store
 from trainer.loop import Trainer
 from trainer.optimization import make_optimizer, make_scheduler

@@ -20,7 +20,7 @@ from api.migrate import upgrade_to_head
 from api.models import Base
 from api.settings import Settings
 from api.teams import service as teams
-from tests.s3server import S3Server, start_s3_server, weed_binary
+from devstack.s3server import S3Server, start_s3_server, weed_binary
 
 PG_ADMIN_URL = os.environ.get(
     "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from api.auth import hash_token
-from tests.worker.confinement import open_directory, trainer_python
+from devstack.confinement import open_directory, trainer_python
 
 
 def _free_port() -> int:

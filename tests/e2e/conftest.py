@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.stack import Stack
-from tests.s3server import S3Server
-from tests.worker.confinement import open_directory
+from devstack.confinement import open_directory
+from devstack.s3server import S3Server
+from devstack.stack import Stack
 
 
 @pytest.fixture

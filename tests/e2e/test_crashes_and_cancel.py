@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import Stack, wait_for
+from devstack.stack import Stack, wait_for
 from tests.e2e.test_preemption_recovery import trainer_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.e2e.stack import ROOT, Stack
+from devstack.stack import ROOT, Stack
 from trainer.checkpoint.reader import load_latest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.s3server import S3Server
+from devstack.s3server import S3Server
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.s3server import S3Server
+from devstack.s3server import S3Server
 from tests.trainer.trainer_runs import assert_same_weights, run_config, run_in_process
 from trainer.checkpoint import (
     Checkpointer,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
+from devstack.s3server import S3Server
 from gpujobs.runtime import EXIT_PREEMPTED
-from tests.s3server import S3Server
 from tests.trainer.trainer_runs import TrainerProcess, assert_same_weights, run_config
 from trainer.checkpoint import latest_complete_step, load_latest
 

@@ -14,7 +14,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError
 
-from tests.s3server import S3Server
+from devstack.s3server import S3Server
 from tests.trainer.trainer_runs import run_config, run_in_process
 from trainer.checkpoint import Store, latest_complete_step, open_store
 from trainer.checkpoint import reader as checkpoint_reader

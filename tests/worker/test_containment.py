@@ -25,9 +25,9 @@ import pytest
 from api.database import make_engine
 from api.migrate import upgrade_to_head
 from api.settings import Settings
+from devstack.confinement import open_directory, trainer_python
 from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
-from tests.worker.confinement import open_directory, trainer_python
 from worker.control import make_launcher
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LocalLauncher

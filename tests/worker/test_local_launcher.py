@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from devstack.confinement import open_directory, trainer_python
 from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
-from tests.worker.confinement import open_directory, trainer_python
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
 from worker.launchers.spot_market import RateMarket, TraceMarket

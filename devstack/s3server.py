@@ -116,7 +116,8 @@ def _answers(server: S3Server) -> bool:
         client.list_buckets()
         server.create_bucket("s3server-probe")
         client.put_object(Bucket="s3server-probe", Key="probe", Body=b"ok")
-        return client.get_object(Bucket="s3server-probe", Key="probe")["Body"].read() == b"ok"
+        body: bytes = client.get_object(Bucket="s3server-probe", Key="probe")["Body"].read()
+        return body == b"ok"
     except Exception:
         return False
 

@@ -12,9 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,27 +20,17 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_ADMIN_URL, _pg_url
-from tests.s3server import S3Server
-from tests.worker.confinement import trainer_python
+from devstack.confinement import trainer_python
+from devstack.ports import free_port, wait_for
+from devstack.s3server import S3Server
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
+# The machine's shared PostgreSQL; a stack that restarts its database passes its own cluster's.
+DEFAULT_PG_ADMIN_URL = os.environ.get(
+    "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, every: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+__all__ = ["ROOT", "Redis", "Stack", "free_port", "wait_for"]
 
 
 class Redis:
@@ -91,6 +79,7 @@ class Stack:
     trace: dict[str, Any]
     time_scale: float = 1.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    pg_admin_url: str = DEFAULT_PG_ADMIN_URL
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     # Restarts of a process that exited on its own, as compose's `restart: unless-stopped` or a
     # Kubernetes Deployment would do.
@@ -117,7 +106,7 @@ class Stack:
         env.update(self.s3.env())
         env.update(
             GPUJOBS_HOME=str(self.home),
-            GPUJOBS_DATABASE_URL=_pg_url(self.database),
+            GPUJOBS_DATABASE_URL=self.pg_admin_url.rsplit("/", 1)[0] + "/" + self.database,
             GPUJOBS_BROKER_URL=self.redis.url,
             GPUJOBS_PORT=str(self.port),
             GPUJOBS_CHECKPOINT_URI=f"s3://{self.bucket}/{self.database}",
@@ -143,7 +132,7 @@ class Stack:
     def start(self) -> None:
         self.redis.start()
         self.s3.create_bucket(self.bucket)
-        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        admin = create_engine(self.pg_admin_url, isolation_level="AUTOCOMMIT")
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{self.database}"'))
         admin.dispose()
@@ -208,7 +197,7 @@ class Stack:
                 process.kill()
         self._stop_trainers()
         self.redis.stop()
-        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        admin = create_engine(self.pg_admin_url, isolation_level="AUTOCOMMIT")
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'))
         admin.dispose()
@@ -245,15 +234,18 @@ class Stack:
 
     def job(self, job_id: str) -> dict[str, Any]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}").json()
+            job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+            return job
 
     def attempts(self, job_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}/attempts").json()
+            rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job_id}/attempts").json()
+            return rows
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
-            return client.get(f"/v1/jobs/{job_id}/events").json()
+            rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job_id}/events").json()
+            return rows
 
     def wait_status(self, job_id: str, statuses: set[str], *, timeout: float) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
@@ -261,7 +253,10 @@ class Stack:
             return job if job["status"] in statuses else None
 
         try:
-            return wait_for(reached, timeout=timeout, what=f"job {job_id} to reach {statuses}")
+            job: dict[str, Any] = wait_for(
+                reached, timeout=timeout, what=f"job {job_id} to reach {statuses}"
+            )
+            return job
         except AssertionError as error:
             raise AssertionError(f"{error}\n{self.diagnostics(job_id)}") from None
 

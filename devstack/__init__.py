@@ -1,0 +1,5 @@
+"""Real local services for tests and benchmarks: PostgreSQL, Redis, SeaweedFS, and the whole
+service (API, Celery worker and beat, local launcher) as processes on this machine.
+
+Neither server code nor the SDK imports this package; tests and benchmarks do.
+"""
