@@ -1,0 +1,198 @@
+"""The README's benchmark table, written from `benchmarks/results/*.json` and never by hand.
+
+    python -m benchmarks.readme            # rewrite the table in README.md
+    python -m benchmarks.readme --check    # exit 1 if README.md does not match the results
+
+A test runs the check, so a figure in the README is always the one in the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+START = "<!-- benchmarks:start (python -m benchmarks.readme) -->"
+END = "<!-- benchmarks:end -->"
+
+Row = tuple[str, str, str]
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
+    return data
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def api_load(r: dict[str, Any]) -> Row:
+    parts = []
+    for database, levels in r["results"].items():
+        at_32 = levels[str(min(r["levels"]))]
+        errors = sum(level["ours"]["status_5xx"] for level in levels.values())
+        parts.append(
+            f"{database}: throughput {at_32['throughput_ratio']:.2f}x and p99 "
+            f"{at_32['p99_ratio']:.2f}x the bare app's at concurrency {min(r['levels'])}, "
+            f"{errors} server errors at {'/'.join(str(level) for level in r['levels'])}"
+        )
+    met = r["goals_met"]
+    goals = (
+        f"goals: 0 5xx {'met' if met['no_5xx'] else 'NOT met'}, throughput >= "
+        f"{r['goal']['throughput_ratio_min_at_32']} "
+        f"{'met' if met['throughput_ratio_at_32'] else 'NOT met'}, p99 <= "
+        f"{r['goal']['p99_ratio_max_at_32']} {'met' if met['p99_ratio_at_32'] else 'NOT met'}"
+    )
+    load = r["machine"].get("load_average")
+    note = f"; machine load average {load[0]:.1f} on {r['machine']['cpus']} cores" if load else ""
+    return (
+        "API load",
+        "`python -m benchmarks.api_load`",
+        f"{'; '.join(parts)} ({goals}{note})",
+    )
+
+
+def spot_policy(r: dict[str, Any]) -> Row:
+    s = r["summary"]
+    cost = s["mean_cost_normalized"]
+    never = "never" if s["ours_never_above_uniform_progress"] else "not always"
+    return (
+        "spot policy",
+        "`python -m benchmarks.spot_policy --data ../shared/data`",
+        f"mean cost as a share of on-demand over every availability trace: **ours "
+        f"{cost['ours']:.3f}**, Uniform Progress (NSDI'24) {cost['uniform_progress']:.3f}, greedy "
+        f"{cost['greedy']:.3f}, omniscient optimum {cost['omniscient']:.3f}; ours "
+        f"{_pct(-s['ours_vs_uniform_progress'])} cheaper than Uniform Progress ({never} "
+        f"costlier in a cell), {_pct(s['ours_gap_to_omniscient'])} above the optimum, "
+        f"{s['ours_deadline_misses']} deadlines missed",
+    )
+
+
+def scheduler_scale(r: dict[str, Any]) -> Row:
+    largest = max(r["runs"], key=lambda run: run["jobs"])
+    return (
+        "scheduler scale",
+        "`python -m benchmarks.scheduler_scale`",
+        f"`decide` for {largest['jobs']:,} pending jobs with distinct requirements against "
+        f"{r['catalog_offers']:,} offers: {largest['cpu_seconds']:.2f} s of CPU "
+        f"({largest['seconds']:.2f} s wall); {r['distinct_vs_shared_cpu_ratio']:.2f}x the CPU "
+        f"of the same jobs with shared requirements",
+    )
+
+
+def quote_calibration(r: dict[str, Any]) -> Row:
+    return (
+        "quote calibration",
+        "`python -m benchmarks.quote_calibration --data ../shared/data`",
+        f"{r['jobs']} jobs replayed on the spot traces: median \\|quote - billed\\| / billed "
+        f"**{r['median_abs_error_quote']:.2f}** (goal 0.10"
+        f"{'' if r['median_abs_error_quote'] <= 0.10 else ', not met'}) against "
+        f"{r['median_abs_error_single_plan_baseline']:.2f} for the single-plan cost; billed "
+        f"above the 90th-percentile hold in {_pct(r['billed_over_hold_share'])} of jobs; "
+        f"{r['deadline_misses']} deadlines missed; Brier score of P(meet) "
+        f"{r['brier_p_meet']:.3f}",
+    )
+
+
+def chaos(r: dict[str, Any]) -> Row:
+    violations = sum(r["violations"].values())
+    return (
+        "chaos",
+        "`python -m benchmarks.chaos`",
+        f"{r['jobs']} jobs on the stack with the spot market on, {len(r['faults'])} faults "
+        f"(worker and API SIGKILLed, Redis and PostgreSQL restarted; seed "
+        f"{r['config']['seed']}): {r['succeeded']} succeeded over {r['attempts']} attempts, "
+        f"{violations} violations (lost jobs, duplicate attempts, unbilled seconds, ledger "
+        f"{r['ledger']['usage_total_microusd']} = {r['ledger']['sum_of_attempts_microusd']} "
+        f"micro-dollars, final weights bitwise equal for {r['weights_checked']} jobs)",
+    )
+
+
+def trainer(r: dict[str, Any]) -> Row:
+    return (
+        "trainer",
+        "`python -m benchmarks.trainer`",
+        f"steps per CPU-second vs a hand-written loop {r['overhead_ratio']:.2f}; async checkpoint "
+        f"stall {r['stall_ratio']:.3f} of a synchronous save; S3 upload "
+        f"{r['upload_ratio']:.2f}x raw boto3",
+    )
+
+
+def recovery(r: dict[str, Any]) -> Row:
+    return (
+        "recovery",
+        "`python -m benchmarks.recovery`",
+        f"preemption notice to first resumed training step: {r['notice_to_resumed_s']:.1f} s "
+        f"median (detect {r['detect_s']['median']:.1f}, reschedule "
+        f"{r['reschedule_s']['median']:.1f}, launch {r['launch_s']['median']:.2f}, restore "
+        f"{r['restore_s']['median']:.1f}); steps lost per preemption: "
+        f"{r['steps_lost_with_notice']:g} with the SIGTERM checkpoint, "
+        f"{r['steps_lost_without_notice']:g} without",
+    )
+
+
+def images(r: dict[str, Any]) -> Row:
+    sizes = ", ".join(
+        f"{name.split(':')[0].removeprefix('gpujobs-')} {image['size_mib']:,.0f} MiB"
+        for name, image in r["images"].items()
+        if name.startswith("gpujobs-")
+    )
+    return ("images", "`scripts/docker-images.sh`", f"uncompressed sizes: {sizes}")
+
+
+ROWS: dict[str, Callable[[dict[str, Any]], Row]] = {
+    "api_load": api_load,
+    "spot_policy": spot_policy,
+    "scheduler_scale": scheduler_scale,
+    "quote_calibration": quote_calibration,
+    "chaos": chaos,
+    "trainer": trainer,
+    "recovery": recovery,
+    "images": images,
+}
+
+
+def table() -> str:
+    lines = ["| benchmark | command | figures (from benchmarks/results/) |", "|---|---|---|"]
+    for name, row in ROWS.items():
+        if (RESULTS / f"{name}.json").exists():
+            lines.append("| " + " | ".join(row(_load(name))) + " |")
+    lines.append(
+        "| GPU | `benchmarks/gpu_check.sh` | GPT step time and peak memory for amp off/bf16/fp16 "
+        "and gradient checkpointing (needs CUDA; not yet run on a GPU) |"
+    )
+    return "\n".join(lines)
+
+
+def render(readme: str) -> str:
+    head, _, rest = readme.partition(START)
+    _, _, tail = rest.partition(END)
+    if not rest:
+        raise SystemExit(f"README.md has no {START!r} marker")
+    return f"{head}{START}\n{table()}\n{END}{tail}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    args = parser.parse_args()
+    current = README.read_text()
+    wanted = render(current)
+    if args.check:
+        if current != wanted:
+            print("README.md's benchmark table is stale: run python -m benchmarks.readme")
+            return 1
+        return 0
+    README.write_text(wanted)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
