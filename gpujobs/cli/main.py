@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--idempotency-key", help="make re-running this command a no-op")
     submit.add_argument("--timeout", type=float, help="with --wait: give up after S seconds")
     submit.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
+    submit.add_argument(
+        "-y", "--yes", action="store_true", help="submit without showing the plan and asking"
+    )
     submit.set_defaults(run=cmd_submit)
 
     ls = sub.add_parser("ls", parents=[common], help="list jobs, newest first")
@@ -167,7 +170,32 @@ def _report(error: errors.GpuJobsError) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 
+def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
+    """Show where the scheduler would run the job now and what it is quoted, as `dstack apply`
+    does; ask on a terminal. Without a terminal (scripts, CI) the plan is shown and submitted."""
+    try:
+        estimate = client.estimate(args.file)
+    except errors.InvalidSpec as error:  # e.g. no estimated_hours: nothing to price it by
+        sys.stderr.write(f"no quote ({error.message}); the scheduler prices it once it runs\n")
+        estimate = None
+    if estimate is not None:
+        chosen = next((plan for plan in estimate.plans if plan.chosen), None)
+        if chosen is not None:
+            sys.stderr.write(f"plan: {render.plan_line(chosen)}\n")
+        sys.stderr.write(f"{estimate.decision}: {estimate.reason}\n")
+        if estimate.quote is not None:
+            sys.stderr.write(render.quote_line(estimate.quote) + "\n")
+    if not sys.stdin.isatty():
+        return True
+    sys.stderr.write("Submit? [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    if not args.yes and not _confirm_plan(client, args):
+        sys.stderr.write("not submitted\n")
+        return OK
     job = client.submit(args.file, idempotency_key=args.idempotency_key)
     if not args.wait:
         if args.json:

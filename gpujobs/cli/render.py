@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus, Quote
 
 
@@ -44,6 +45,17 @@ def event_figures(data: dict[str, Any]) -> str:
             value = json.dumps(value, separators=(",", ":"))
         parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+def plan_line(plan: Plan) -> str:
+    """Where and how a job would run: cloud, region/zone, instance, capacity, price, odds."""
+    o = plan.offer
+    capacity = plan.capacity_type.value.replace("_", "-")
+    return (
+        f"{o.cloud} {o.region}/{o.zone} {plan.nodes}x {o.instance_type} ({o.gpu_count}x "
+        f"{o.gpu_model}) on {capacity} at {money(plan.price_per_hour)}/h, expected "
+        f"{money(plan.expected_cost)}, P(meet deadline) {plan.p_meet_deadline:.0%}"
+    )
 
 
 def quote_line(quote: Quote) -> str:

@@ -296,3 +296,28 @@ def test_version_and_money_below_a_cent() -> None:
     assert money(-0.005) == "-$0.005"
     assert money(0.00097) == "$0.001"
     assert money(0.00004) == "<$0.0001"
+
+
+def test_submit_shows_the_plan_and_asks_on_a_terminal(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    code, out = gpujobs("submit", GPT_SMALL)
+    shown = capsys.readouterr().err
+    assert code == 0 and out == ""
+    assert shown.startswith("plan: ") and " at $" in shown and "P(meet deadline)" in shown
+    assert "quote (the policy as it will run)" in shown and "Submit? [y/N]" in shown
+    assert "not submitted" in shown
+    with Client() as gj:
+        assert list(gj.list()) == []
+
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    code, out = gpujobs("submit", GPT_SMALL)
+    assert code == 0 and out.startswith("submitted ")
+    capsys.readouterr()
+    code, out = gpujobs("submit", str(EXAMPLES / "resnet-spot.yaml"), "-y")  # no question
+    assert code == 0 and "Submit?" not in capsys.readouterr().err
