@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -40,7 +41,7 @@ class StandInLauncher(LocalLauncher):
     def _trainer_command(self, request: LaunchRequest) -> list[str]:
         if os.environ.get("GPUJOBS_TEST_TRAINER") == "stubborn":
             return [sys.executable, "-c", STUBBORN]
-        return ["sleep", "600"]
+        return [shutil.which("sleep") or "/bin/sleep", "600"]
 
 
 def main() -> int:
@@ -52,7 +53,9 @@ def main() -> int:
     ensure_default_team(settings, factory)
     control = build_control_plane(settings, factory=factory)
     control.launcher = StandInLauncher(
-        root=settings.home / "attempts", notice_s=settings.spot_notice_s
+        root=settings.make_home() / "attempts",
+        notice_s=settings.spot_notice_s,
+        trainer_python=settings.trainer_python or None,
     )
     settings.home.mkdir(parents=True, exist_ok=True)
     passes = Path(settings.home) / "passes"

@@ -27,6 +27,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from devstack.confinement import open_directory, trainer_python
 from tests.conftest import PG_ADMIN_URL, _pg_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,10 +84,12 @@ def start_server(
     tmp_path: Path, database: str, *, budget_usd: float | None = 0.01, **settings: str
 ) -> Server:
     port = _free_port()
-    home = tmp_path / "home"
+    # Run as root, trainers run as their job's uid: their directories must be reachable.
+    home = open_directory() / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
     env.update(
         GPUJOBS_HOME=str(home),
+        GPUJOBS_TRAINER_PYTHON=trainer_python(),
         GPUJOBS_DATABASE_URL=database,
         GPUJOBS_PORT=str(port),
         GPUJOBS_CREDENTIALS_FILE=str(tmp_path / "credentials.json"),
@@ -170,8 +173,17 @@ async def _burst(server: Server, count: int, request: dict[str, Any]) -> list[ht
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
     async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=60) as client:
         return await asyncio.gather(
-            *(client.request(**({"headers": server.auth} | request)) for _ in range(count))
+            *(client.request(**({"headers": server.auth} | _nth(request, n))) for n in range(count))
         )
+
+
+def _nth(request: dict[str, Any], n: int) -> dict[str, Any]:
+    """Without an idempotency key each submit is its own job, so it gets its own name (a name is
+    unique among a team's unfinished jobs)."""
+    body = request.get("json")
+    if body is None or "Idempotency-Key" in request.get("headers", {}):
+        return request
+    return request | {"json": body | {"name": f"{body['name']}-{n}"}}
 
 
 def burst(server: Server, count: int, **request: Any) -> list[httpx.Response]:
