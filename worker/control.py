@@ -58,6 +58,7 @@ def make_launcher(settings: Settings) -> Launcher:
         return KubernetesLauncher.from_settings(settings)
     from worker.launchers.environment import S3Credentials
     from worker.launchers.identity import UidRange
+    from worker.launchers.interpreter import trainer_interpreter
     from worker.launchers.local import LocalLauncher
 
     s3 = None
@@ -71,7 +72,8 @@ def make_launcher(settings: Settings) -> Launcher:
         root=settings.make_home() / "attempts",
         market=make_market(settings),
         notice_s=settings.spot_notice_s,
-        trainer_python=settings.trainer_python or None,
+        trainer_python=settings.trainer_python
+        or trainer_interpreter(settings.make_home() / "trainer-python"),
         python_path=settings.trainer_python_path,
         s3=s3,
         uids=UidRange(first=settings.trainer_uid_first, count=settings.trainer_uid_count),

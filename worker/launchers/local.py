@@ -76,7 +76,10 @@ class LocalLauncher:
         uids: UidRange = DEFAULT_UIDS,
         server_environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.root = Path(root)  # created by the first launch: readers may mount it read-only
+        # Absolute: the supervisor and the trainer run in other directories.
+        self.root = Path(
+            root
+        ).absolute()  # created by the first launch: readers may mount it read-only
         self.market = market
         self.notice_s = notice_s
         self.python = python  # runs the supervisor, as the server's user
