@@ -46,6 +46,7 @@ def trainer_interpreter(directory: Path) -> str:
             f"{sys.executable} is out of reach of unprivileged users and there is no "
             f"/usr/bin/{version}: set GPUJOBS_TRAINER_PYTHON to an interpreter they can run"
         )
+    directory = directory.absolute()  # trainers start in their own directories
     python = directory / "bin" / "python"
     if python.exists():
         return str(python)
