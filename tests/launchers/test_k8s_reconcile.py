@@ -140,7 +140,10 @@ def test_the_pod_s_own_exit_after_sigterm_closes_the_attempt_as_preempted(
     """End to end but for the kubelet: the launcher's Job, its container run here as the kubelet
     would (two gloo ranks of the real trainer under the supervisor), SIGTERM to PID 1, and the
     pod's real exit code fed back through the API to the reconciler."""
-    trainer = run_config("unused", steps=400, checkpoint={"every_steps": 1000, "keep_last": 2})
+    # Long enough that only the notice ends it, however fast this machine trains.
+    trainer = run_config(
+        "unused", steps=1_000_000, checkpoint={"every_steps": 1000, "keep_last": 2}
+    )
     trainer = trainer["trainer"]
     cp = ControlPlane(
         settings=settings, factory=session_factory, launcher=cluster.launcher(), clock=Clock()

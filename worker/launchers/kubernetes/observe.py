@@ -175,11 +175,14 @@ def _ended(
             return Observation(ObservedState.PREEMPTED, exit_code=_exit_code(pod), message=reason)
     for pod in _by_index(pods):
         if _kubelet_evicted(pod):
+            code = _exit_code(pod)
             message = (
                 f"pod {pod.metadata.name} evicted by the kubelet (node pressure, not a "
-                f"preemption): {pod.status.message}"
+                f"preemption; exit code {code}): {pod.status.message}"
             )
-            return Observation(ObservedState.FAILED, exit_code=_exit_code(pod), message=message)
+            # No exit code on the observation: the trainer's 75 answered the kubelet's notice,
+            # and reading it as a spot preemption would skew the learned preemption rate.
+            return Observation(ObservedState.FAILED, exit_code=None, message=message)
     if failed is not None and failed.reason == "PodFailurePolicy":
         match = _RULE_INDEX.search(failed.message or "")
         if match and int(match.group(1)) in PREEMPTION_RULE_INDEXES:
