@@ -40,7 +40,7 @@ STUBBORN = (
 class StandInLauncher(LocalLauncher):
     def _trainer_command(self, request: LaunchRequest) -> list[str]:
         if os.environ.get("GPUJOBS_TEST_TRAINER") == "stubborn":
-            return [sys.executable, "-c", STUBBORN]
+            return [self.trainer_python, "-c", STUBBORN]
         return [shutil.which("sleep") or "/bin/sleep", "600"]
 
 

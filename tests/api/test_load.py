@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from devstack.confinement import open_directory, trainer_python
+from devstack.confinement import trainer_python
 from tests.conftest import PG_ADMIN_URL, _pg_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +82,21 @@ def database(request: pytest.FixtureRequest) -> Iterator[str]:
     admin.dispose()
 
 
+def server_home(tmp_path: Path) -> Path:
+    """The server's home for this test: one per tmp_path, so a restarted server finds its state,
+    and outside pytest's private tmp (run as root, trainers run as their job's uid)."""
+    digest = hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
+    base = Path(tempfile.gettempdir()) / f"gpujobs-load-{digest}"
+    base.mkdir(mode=0o711, exist_ok=True)
+    base.chmod(0o711)
+    return base / "home"
+
+
 def start_server(
     tmp_path: Path, database: str, *, budget_usd: float | None = 0.01, **settings: str
 ) -> Server:
     port = _free_port()
-    # Run as root, trainers run as their job's uid: their directories must be reachable.
-    home = open_directory() / "home"
+    home = server_home(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
     env.update(
         GPUJOBS_HOME=str(home),

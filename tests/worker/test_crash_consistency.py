@@ -18,7 +18,13 @@ from api.database import make_engine, make_session_factory
 from api.models import JobAttempt
 from api.money import cost_microusd
 from api.settings import Settings
-from tests.api.test_load import Server, database, start_server, stop_server  # noqa: F401
+from tests.api.test_load import (  # noqa: F401
+    Server,
+    database,
+    server_home,
+    start_server,
+    stop_server,
+)
 
 NOTICE_S = 6
 
@@ -51,7 +57,7 @@ def wait_for(predicate, what: str, timeout: float = 90.0):  # type: ignore[no-un
 
 
 def the_attempt(tmp_path: Path, url: str, job_id: str) -> JobAttempt:
-    settings = Settings(home=tmp_path / "home", database_url=url)
+    settings = Settings(home=server_home(tmp_path), database_url=url)
     engine = make_engine(settings)
     try:
         with make_session_factory(engine)() as session:
