@@ -13,6 +13,7 @@ from tests.worker.test_local_launcher import (
     make,
     pgid,
     request,
+    tmp_path,  # noqa: F401  (reachable by the trainers' uids, unlike pytest's own)
     trainer_started,
     wait_for,
     wait_until_done,
@@ -22,7 +23,7 @@ from worker.launchers.local import LocalLauncher
 
 
 def test_drain_stops_running_trainers_after_their_checkpoint(
-    tmp_path: Path,
+    tmp_path: Path,  # noqa: F811
     launchers: list[LocalLauncher],  # noqa: F811
 ) -> None:
     launcher = make(launchers, tmp_path / "attempts", notice_s=60.0)
@@ -51,7 +52,7 @@ def test_drain_stops_running_trainers_after_their_checkpoint(
 
 
 def test_drain_leaves_a_cancel_in_progress_as_a_cancel(
-    tmp_path: Path,
+    tmp_path: Path,  # noqa: F811
     launchers: list[LocalLauncher],  # noqa: F811
 ) -> None:
     launcher = make(launchers, tmp_path / "attempts", notice_s=60.0)
@@ -64,7 +65,7 @@ def test_drain_leaves_a_cancel_in_progress_as_a_cancel(
 
 
 def test_drain_kills_what_outlives_the_timeout(
-    tmp_path: Path,
+    tmp_path: Path,  # noqa: F811
     launchers: list[LocalLauncher],  # noqa: F811
 ) -> None:
     launcher = make(launchers, tmp_path / "attempts", notice_s=60.0)
