@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from gpujobs.runtime import EXIT_CONFIG_ERROR
@@ -44,4 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything that matters is durable when main() returns (the final save is waited for).
+    # Skip the interpreter's teardown: gloo's threads can make it abort ("terminate called
+    # without an active exception"), which would turn a finished run into a failed attempt.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
