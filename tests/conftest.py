@@ -21,6 +21,7 @@ from api.models import Base
 from api.settings import Settings
 from api.teams import service as teams
 from devstack.s3server import S3Server, start_s3_server, weed_binary
+from worker.log_reader import LazyLogReader
 
 PG_ADMIN_URL = os.environ.get(
     "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -107,7 +108,10 @@ def nudges() -> Nudges:
 
 @pytest.fixture
 def app(settings: Settings, session_factory: sessionmaker[Session], nudges: Nudges) -> FastAPI:
-    return create_app(settings, session_factory=session_factory, nudge=nudges)
+    # Composed as production composes it (worker.api_app): with the launcher's log reader.
+    return create_app(
+        settings, session_factory=session_factory, nudge=nudges, logs=LazyLogReader(settings)
+    )
 
 
 @pytest.fixture
