@@ -9,7 +9,6 @@ and docs/dashboard.png (the spend view) from this data.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import struct
@@ -39,7 +38,6 @@ if CHROMIUM is None and not os.environ.get("CI"):
 
 BATCH = 26  # more than a page (25) on its own
 BATCH_STATUSES = ["SUCCEEDED", "PENDING", "CANCELLED"]
-HAS_ARTIFACTS = importlib.util.find_spec("api.artifacts") is not None
 FIRST_LOG = "step 1300 loss 2.741 samples/s 812\n"
 
 
@@ -314,10 +312,7 @@ def test_a_team_works_its_jobs_from_the_console(console: Console, tmp_path: Path
             log.write("step 1360 loss 2.702 samples/s 815\n")
         page.wait_for(f"{text('logs')}.includes('step 1360 loss 2.702')")
         assert page.js("document.getElementById('logs-state').textContent") == "· following"
-        if HAS_ARTIFACTS:
-            assert page.js(text("artifacts-note")) == "No checkpoint yet."
-        else:  # the API answers 404: no section
-            assert page.js("document.getElementById('artifacts-panel').hidden")
+        assert page.js(text("artifacts-note")) == "No checkpoint yet."
         keep_screenshot(page, "dashboard-job.png", height=1500)
 
         # Cancel asks first, then the job is CANCELLED.
@@ -367,10 +362,6 @@ def test_api_text_is_shown_as_text(console: Console, tmp_path: Path) -> None:
         assert not page.js("document.getElementById('cancel-box').hidden")  # PENDING: cancellable
 
 
-@pytest.mark.skipif(
-    not HAS_ARTIFACTS,
-    reason="this API has no /v1/jobs/{id}/artifacts yet (the page hides the section then)",
-)
 def test_the_final_weights_download_with_the_token(console: Console, tmp_path: Path) -> None:
     weights = b"trained weights " * 4096
     with transaction(console.api.session_factory) as session:

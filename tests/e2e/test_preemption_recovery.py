@@ -97,11 +97,13 @@ def test_a_preempted_ddp_job_resumes_to_the_same_weights(  # type: ignore[no-unt
 
 def test_a_job_without_slack_after_a_preemption_moves_to_on_demand(make_stack) -> None:  # type: ignore[no-untyped-def]
     # Spot for the first 10 s only, then never again: the spot attempt is preempted early, and
-    # what is left of the deadline cannot wait for spot that does not come back.
+    # what is left of the deadline cannot wait for spot that does not come back. Sized so that a
+    # fast idle machine (about 200 steps/s) cannot finish inside the spot window, and a busy one
+    # still finishes well inside the deadline.
     stack: Stack = make_stack(trace=[1] + [0] * 500, tick_seconds=10)
     spec = {
         "name": "tight-deadline",
-        "trainer": trainer_spec(steps=1500),
+        "trainer": trainer_spec(steps=4000),
         "capacity": {"types": ["spot", "on_demand"]},
         "deadline_hours": 0.042,
         "estimated_hours": 0.01,
