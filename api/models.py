@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -92,12 +93,25 @@ class ApiToken(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
+ACTIVE_JOB = "status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
+
+
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
         Index("ix_jobs_status_priority", "status", "priority"),
         Index("ix_jobs_team_id_id", "team_id", "id"),
+        # A name is unique among a team's unfinished jobs: the database says so, so concurrent
+        # submits need no lock to find out (migration 0006).
+        Index(
+            "uq_jobs_team_active_name",
+            "team_id",
+            "name",
+            unique=True,
+            postgresql_where=text(ACTIVE_JOB),
+            sqlite_where=text(ACTIVE_JOB),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)

@@ -34,7 +34,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 PG_ADMIN = os.environ.get(
     "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-SPEC = {"name": "bench", "trainer": {"steps": 100}, "deadline_hours": 6}
+SPEC = {"trainer": {"steps": 100}, "deadline_hours": 6}
+
+
+def _spec() -> dict[str, Any]:
+    # Names are unique among a team's unfinished jobs, as a real team's would be.
+    return {**SPEC, "name": f"bench-{uuid.uuid4().hex[:12]}"}
 
 
 def _free_port() -> int:
@@ -79,7 +84,7 @@ async def _user(
     while time.perf_counter() < stop:
         started = time.perf_counter()
         try:
-            response = await client.post("/v1/jobs", json=SPEC, headers=headers)
+            response = await client.post("/v1/jobs", json=_spec(), headers=headers)
         except httpx.HTTPError:
             out["failures"].append(time.perf_counter() - started)
             continue
@@ -106,7 +111,7 @@ async def _drive(url: str, token: str, concurrency: int, seconds: float) -> dict
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
         for _ in range(20):  # warm-up: connections, caches, JIT-free Python paths
-            await client.post("/v1/jobs", json=SPEC, headers=headers)
+            await client.post("/v1/jobs", json=_spec(), headers=headers)
         started = time.perf_counter()
         stop = started + seconds
         await asyncio.gather(*(_user(client, headers, stop, out) for _ in range(concurrency)))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.models import Job, JobAttempt, JobEvent, Team
+from api.models import Job, JobAttempt, JobEvent
 from gpujobs.resources import TERMINAL_STATUSES
 
 TERMINAL = [status.value for status in TERMINAL_STATUSES]
@@ -34,10 +34,6 @@ def newest_by_name(session: Session, *, name: str, team_id: str | None) -> Job |
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
     return session.scalars(query).first()
-
-
-def lock_team(session: Session, *, team_id: str) -> None:
-    session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
 def active_with_name(session: Session, *, name: str, team_id: str) -> Job | None:

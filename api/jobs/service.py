@@ -69,15 +69,8 @@ def submit(
         if existing is not None:
             return _replay(existing, request_hash)
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
-    # A team's submits queue on its row (PostgreSQL; SQLite serializes writers anyway), so two
-    # concurrent submits of one name cannot both find it free.
-    repository.lock_team(session, team_id=principal.team_id)
     if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
-        raise Conflict(
-            f"the team already has an unfinished job named {spec.name!r}: wait for it, cancel "
-            "it, or choose another name",
-            fields=[FieldError(field="name", reason="in use by an unfinished job of this team")],
-        )
+        raise _name_in_use(spec.name)
     now = utcnow()
     admitted = None
     if admission is not None:
@@ -100,24 +93,32 @@ def submit(
         quote_p_meet=admitted.quote_p_meet,
         holds_budget=admitted.holds_budget,
     )
-    if idempotency_key is None:
-        session.add(job)
-        session.flush()
-    else:
-        # Two concurrent retries with one key: the unique constraint picks the winner.
-        try:
-            with session.begin_nested():
-                session.add(job)
-                session.flush()
-        except IntegrityError:
+    # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
+    # unfinished name per team, and the losers find out which.
+    try:
+        with session.begin_nested():
+            session.add(job)
+            session.flush()
+    except IntegrityError:
+        if idempotency_key is not None:
             existing = repository.find_by_idempotency_key(
                 session, team_id=principal.team_id, key=idempotency_key
             )
-            if existing is None:
-                raise
-            return _replay(existing, request_hash)
+            if existing is not None:
+                return _replay(existing, request_hash)
+        if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
+            raise _name_in_use(spec.name) from None
+        raise
     lifecycle.record_created(session, job)
     return Submitted(job=job, created=True)
+
+
+def _name_in_use(name: str) -> Conflict:
+    return Conflict(
+        f"the team already has an unfinished job named {name!r}: wait for it, cancel it, or "
+        "choose another name",
+        fields=[FieldError(field="name", reason="in use by an unfinished job of this team")],
+    )
 
 
 def _replay(existing: Job, request_hash: str) -> Submitted:
