@@ -140,7 +140,9 @@ GPT = BuiltinWorkload(
             "str",
             "",
             "Files or directories to train on, joined with the OS path separator; empty: the "
-            "Python standard library. Read with the trainer's own permissions.",
+            "standard library of the Python the trainer runs on (another Python reads other "
+            "text: name the files when runs must match across machines). Read with the "
+            "trainer's own permissions.",
         ),
         WorkloadOption("corpus_glob", "str", "*.py", "Files to read inside corpus directories."),
         WorkloadOption(

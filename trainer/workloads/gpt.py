@@ -1,7 +1,8 @@
 """`gpt`: a small GPT-style byte-level language model trained on text found offline.
 
 The corpus defaults to the .py files of Python's own standard library (sorted by path, so every
-machine with the same Python reads the same bytes); `corpus` points it at other files or
+machine with the same Python reads the same bytes; another Python, such as the local launcher's
+bridge interpreter under a root server, reads other bytes); `corpus` points it at other files or
 directories (several joined with the OS path separator).
 """
 
