@@ -23,6 +23,25 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1280
 
 
+def chromium_command(profile: Path, *, height: int) -> list[str]:
+    """Headless chromium with nothing of its own reaching the network, in its own profile."""
+    assert CHROMIUM, "chromium is needed for the dashboard tests (apt-get install chromium)"
+    return [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-sync",
+        "--disable-quic",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        f"--window-size={WIDTH},{height}",
+    ]
+
+
 class PageError(AssertionError):
     pass
 
@@ -84,21 +103,9 @@ class Page:
 
 @contextmanager
 def browser(profile: Path) -> Iterator[Page]:
-    assert CHROMIUM, "chromium is needed for the dashboard tests (apt-get install chromium)"
     port = free_port()
     command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--disable-sync",
-        "--disable-quic",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        f"--window-size={WIDTH},1000",
+        *chromium_command(profile, height=1000),
         f"--remote-debugging-port={port}",
         "about:blank",
     ]

@@ -19,10 +19,10 @@ import pytest
 from api.database import transaction
 from api.models import Job, JobAttempt, TeamBudget
 from api.teams import service as teams
+from tests.dashboard.browser import CHROMIUM, chromium_command
 from tests.sdk.server import LiveApi, live_api
 from tests.usage import ledger_seed as L
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and not os.environ.get("CI"):
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 
@@ -88,23 +88,8 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveAp
 
 
 def chromium(tmp_path: Path, url: str, *, screenshot: Path | None = None) -> str:
-    assert CHROMIUM, "chromium is needed for the dashboard tests (apt-get install chromium)"
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--disable-sync",
-        "--disable-quic",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        "--window-size=1280,1600",
-        "--virtual-time-budget=5000",
-    ]
+    command = [*chromium_command(profile, height=1600), "--virtual-time-budget=5000"]
     command += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
     run = subprocess.run([*command, url], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
