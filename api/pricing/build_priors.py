@@ -5,17 +5,19 @@
 Per group of GPU traces, the preemption rate is node losses per node-hour up and MTTA the mean
 unavailable run (multi-node traces count each node: a drop from 16 to 13 is three losses).
 Groups form a hierarchy: zone x instance type, region x instance type, region x family, family
-(p3, p2 across regions), region (any GPU type) and the pooled default. The prior of a pool the
-traces did not see is its nearest group's mean with the strength the zones' spread supports:
-Gamma(kappa m, kappa) with kappa = m / v from the between-zone variance v (method of moments,
-Poisson noise removed), so that a few hours of the service's own observations move it; a traced
-zone keeps its own record, capped at MAX_PRIOR_HOURS so it can still drift. Availability is a
-Beta prior in pseudo-launches, fitted the same way.
+(p3, p2 across regions), zone and region (any GPU type), and the pooled default. The prior of a
+pool the traces did not see is its nearest group's mean m with the strength the spread between
+zones supports: Gamma(kappa m, kappa), kappa = m / v, v the between-zone variance (method of
+moments, Poisson noise removed), so that a few hours of the service's own observations move it.
+A traced zone keeps its own record, capped at MAX_PRIOR_HOURS so that it can still drift.
+Availability is a Beta prior in pseudo-launches, fitted the same way.
 
-AWS catalog zones are zone ids (use1-az4); the traces name zones (us-east-1a). The mapping
-between the two is drawn per AWS account and the data does not hold it, so a catalog zone is
-matched by region (the mean over the region's traced zones is the expectation over the unknown
-mapping) and the service's own observations of that zone id do the rest.
+AWS catalog zones are zone ids (use1-az4); the traces name zones (us-east-1a). In the oldest
+regions (us-east-1 and us-west-2 among them) AWS maps names to ids per account and the data does
+not hold the traces' account's mapping, so there a catalog zone is matched by region (the mean
+over the region's traced zones is the expectation over the unknown mapping) and the service's
+own observations of that zone id do the rest. Regions introduced after November 2012 map names
+to ids uniformly (AWS, "AZ IDs"): there the traces' zone is the catalog's (ZONE_IDS).
 
 Gang: a gang of n nodes stops when any node is lost. The 4- and 16-node traces give, in the same
 zone and time, the per-node loss rate l1 and the rate g(n) at which a full gang loses a node;
@@ -42,6 +44,8 @@ INSTANCE = {
     "k80_1": "p2.xlarge",
     "k80_8": "p2.8xlarge",
 }
+# Traced zones in uniformly mapped regions (us-east-2, 2016): name -> AZ id, as in every account.
+ZONE_IDS = {"us-east-2a": "use2-az1", "us-east-2b": "use2-az2", "us-east-2c": "use2-az3"}
 CLOUD = "aws"  # every GPU trace is AWS (the GCP traces are CPU machines)
 SOURCE = "skypilot-org/spot-traces @ 221da1a (shared/data/spot-traces)"
 TRACE = re.compile(r"(?P<zone>[a-z]+-[a-z]+-\d[a-z])_(?P<kind>[a-z0-9]+_\d+)$")
@@ -176,9 +180,14 @@ def build(data: Path) -> dict[str, object]:
     region_families: dict[tuple[str, str], Stats] = defaultdict(Stats)
     families: dict[tuple[str, str], Stats] = defaultdict(Stats)
     clouds: dict[tuple[str, str], Stats] = defaultdict(Stats)
+    cloud_zones: dict[tuple[str, str], Stats] = defaultdict(Stats)
+    by_id: dict[tuple[str, str], Stats] = {}
     pooled = Stats()
     for (zone, instance), stats in zones.items():
         region, family = zone[:-1], family_of(instance)
+        if zone in ZONE_IDS:
+            by_id[(ZONE_IDS[zone], instance)] = stats
+            cloud_zones[(CLOUD, ZONE_IDS[zone])].merge(stats)
         for table, key in (
             (regions, (region, instance)),
             (region_families, (region, family)),
@@ -205,10 +214,11 @@ def build(data: Path) -> dict[str, object]:
         "rate_strength_hours": round(kappa, 4),
         "launch_strength": round(launches, 4),
         "default": pooled.prior(strength=kappa, launches=launches),
-        "zones": rows(zones, "instance_type", own=True),
+        "zones": rows(zones | by_id, "instance_type", own=True),
         "regions": rows(regions, "instance_type"),
         "region_families": rows(region_families, "family"),
         "families": rows(families, "family"),
+        "cloud_zones": rows(cloud_zones, "zone"),
         "cloud_regions": rows(clouds, "region"),
         "gang": gang_fit(data),
     }

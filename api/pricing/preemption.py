@@ -86,7 +86,7 @@ def gang_rate(rate: float, nodes: int, exponent: float = 1.0) -> float:
 
 
 # Which level of the hierarchy a prior came from (most specific first).
-LEVELS = ("zone", "region", "region_family", "family", "cloud_region", "default")
+LEVELS = ("zone", "region", "region_family", "family", "cloud_zone", "cloud_region", "default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,20 +96,23 @@ class Priors:
     default: PreemptionPrior
     by_region_family: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
     by_family: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)  # (cloud, f)
+    by_cloud_zone: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
     by_cloud_region: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
     gang_exponent: float = 1.0  # gang_rate's; 1: nodes independent
 
     def level(
         self, *, zone: str, region: str, instance_type: str, cloud: str = ""
     ) -> tuple[str, PreemptionPrior]:
-        """Most specific prior known and its level. AWS catalog zones are zone ids, which map
-        to the traces' zone names per account (not in the data): they match from region on."""
+        """Most specific prior known and its level. AWS catalog zones are zone ids; the traces'
+        zone names map to them per account in the oldest regions (not in the data): there they
+        match from region on (build_priors)."""
         family = family_of(instance_type)
         for name, found in (
             ("zone", self.by_zone.get((zone, instance_type))),
             ("region", self.by_region.get((region, instance_type))),
             ("region_family", self.by_region_family.get((region, family))),
             ("family", self.by_family.get((cloud, family))),
+            ("cloud_zone", self.by_cloud_zone.get((cloud, zone))),
             ("cloud_region", self.by_cloud_region.get((cloud, region))),
         ):
             if found is not None:
@@ -152,6 +155,7 @@ def parse_priors(raw: dict[str, object]) -> Priors:
         _prior(default),
         by_region_family=table("region_families", "family"),
         by_family=table("families", "family"),
+        by_cloud_zone=table("cloud_zones", "zone"),
         by_cloud_region=table("cloud_regions", "region"),
         gang_exponent=float(gang.get("exponent", 1.0)),
     )
