@@ -15,7 +15,15 @@ from api.placement.options import Market
 from api.placement.snapshot import JobState, Snapshot
 from api.pricing import build_priors
 from api.pricing.catalog import default_catalog
-from api.pricing.preemption import PRIORS_FILE, Priors, default_priors, gang_rate
+from api.pricing.preemption import (
+    LEVELS,
+    PRIORS_FILE,
+    PreemptionPrior,
+    Priors,
+    default_priors,
+    gang_rate,
+    posterior,
+)
 from gpujobs.spec import JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -48,6 +56,7 @@ def test_far_fewer_spot_offers_fall_back_to_the_pooled_default() -> None:
         for o in offers
     )
     assert before >= len(offers) - 15
+    assert set(level) <= set(LEVELS)
     assert level["default"] < before - 400
     # What stays on the default is what no trace speaks for: GCP (its traces are CPU machines)
     # and AWS regions and instance families the traces never ran.
@@ -116,3 +125,17 @@ def test_a_gang_is_preempted_far_less_than_independent_nodes_would_be() -> None:
         one = market.index.prior(c.option.offer).rate
         assert c.option.risk.preemption_rate == pytest.approx(gang_rate(one, 16, exponent))
         assert math.isfinite(c.option.lifetime_hours)
+
+
+def test_launch_outcomes_move_availability_and_the_wait_for_spot() -> None:
+    prior = PreemptionPrior(2.0, 8.0, mtta_hours=2.0, availability=0.5, launch_a=2.0, launch_b=2.0)
+    refused = posterior(prior, preemptions=0, spot_hours=0.0, no_capacity=6)
+    assert refused.availability == pytest.approx(2 / 10)
+    assert refused.mtta_hours == pytest.approx(2.0 * 4.0)  # odds of no capacity 1 -> 4
+    assert refused.rate == prior.rate
+    started = posterior(prior, preemptions=3, spot_hours=4.0, launched=6)
+    assert started.availability == pytest.approx(8 / 10) and started.mtta_hours < 2.0
+    assert started.rate == pytest.approx(5 / 12)
+    assert posterior(prior, preemptions=0, spot_hours=0.0) == prior
+    with pytest.raises(ValueError):
+        posterior(prior, preemptions=0, spot_hours=0.0, no_capacity=-1)
