@@ -116,10 +116,16 @@ class CandidateIndex:
         found = self._prior_cache.get(offer.key)
         if found is None:
             found = self._rates.get((offer.zone, offer.instance_type)) or self._priors.lookup(
-                zone=offer.zone, region=offer.region, instance_type=offer.instance_type
+                zone=offer.zone,
+                region=offer.region,
+                instance_type=offer.instance_type,
+                cloud=offer.cloud,
             )
             self._prior_cache[offer.key] = found
         return found
+
+    def gang_rate(self, rate: float, nodes: int) -> float:
+        return self._priors.gang_rate(rate, nodes)
 
     def candidates(self, resources: ResourcesSpec) -> Candidates:
         key = requirement(resources)
@@ -195,7 +201,8 @@ class CandidateIndex:
             if o.spot_price is None:
                 continue
             prior = self.prior(o)
-            loss = prior.rate * nodes * self._restart  # share of billed time spent restarting
+            # share of billed time spent restarting; a gang's nodes are preempted together
+            loss = self._priors.gang_rate(prior.rate, nodes) * self._restart
             effective = o.spot_price / (1.0 - loss) if loss < 0.9 else math.inf
             spot.append(SpotCandidate(o, prior, effective))
         spot.sort(key=lambda c: (c.effective_price, keys[id(c.offer)]))

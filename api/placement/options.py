@@ -115,7 +115,8 @@ class Market:
             # Staying where it runs avoids a restart: the current offer first.
             spot = sorted(spot, key=lambda c: c.offer.key != held)
         for c in spot:
-            rate = c.prior.rate * nodes  # a gang stops when any node is preempted
+            # a gang stops when any node is preempted; its nodes tend to go together
+            rate = self.index.gang_rate(c.prior.rate, nodes)
             option = Option(
                 c.offer,
                 CapacityType.SPOT,

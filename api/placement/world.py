@@ -5,7 +5,7 @@ budgets and capacity known gone."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -15,26 +15,52 @@ from api.placement import repository
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.catalog import Catalog
 from api.pricing.offers import Offer
-from api.pricing.preemption import PreemptionPrior, Priors, posterior_rate
+from api.pricing.preemption import PreemptionPrior, Priors, posterior
 from api.reservations.repository import with_usage
 from gpujobs.spec import CapacityType
 
 Unavailable = frozenset[tuple[str, str, CapacityType]]
 
 
+Launches = Mapping[tuple[str, str], tuple[int, int]]
+# Launch outcomes older than this say little about capacity now: availability drifts in days.
+LAUNCH_WINDOW = timedelta(days=7)
+
+
 def learned_rates(
-    observations: Iterable[SpotObservation], *, priors: Priors, regions: Mapping[str, str]
+    observations: Iterable[SpotObservation],
+    *,
+    priors: Priors,
+    regions: Mapping[str, str],
+    clouds: Mapping[str, str] | None = None,
+    launches: Launches | None = None,
 ) -> dict[tuple[str, str], PreemptionPrior]:
-    """Per (zone, instance type): the prior updated with what this service has seen."""
-    rates = {}
+    """Per spot pool (zone, instance type): its hierarchical prior updated with what this
+    service has seen, preemptions per spot-hour and launches that found capacity or none."""
+    clouds = clouds or {}
+    seen: dict[tuple[str, str], tuple[int, float]] = {}
     for row in observations:
-        if row.preemptions == 0 and row.spot_seconds <= 0:
+        if row.preemptions or row.spot_seconds > 0:
+            seen[(row.zone, row.instance_type)] = (row.preemptions, row.spot_seconds / 3600.0)
+    launches = launches or {}
+    rates = {}
+    for zone, instance_type in seen.keys() | launches.keys():
+        preemptions, hours = seen.get((zone, instance_type), (0, 0.0))
+        launched, refused = launches.get((zone, instance_type), (0, 0))
+        if not (preemptions or hours or launched or refused):
             continue
         prior = priors.lookup(
-            zone=row.zone, region=regions.get(row.zone, ""), instance_type=row.instance_type
+            zone=zone,
+            region=regions.get(zone, ""),
+            instance_type=instance_type,
+            cloud=clouds.get(zone, ""),
         )
-        rates[(row.zone, row.instance_type)] = posterior_rate(
-            prior, row.preemptions, row.spot_seconds / 3600.0
+        rates[(zone, instance_type)] = posterior(
+            prior,
+            preemptions=preemptions,
+            spot_hours=hours,
+            launched=launched,
+            no_capacity=refused,
         )
     return rates
 
@@ -58,6 +84,7 @@ def build(
     priors: Priors,
     observations: Iterable[SpotObservation],
     outages: Unavailable,
+    launches: Launches | None = None,
     reservations: Sequence[Reservation],
     budgets: Mapping[str, float | None],
     spot_available: bool | None,
@@ -65,6 +92,7 @@ def build(
     step_hours: float,
 ) -> Snapshot:
     regions = {offer.zone: offer.region for offer in catalog.offers}
+    clouds = {offer.zone: offer.cloud for offer in catalog.offers}
     return Snapshot(
         now=now,
         jobs=jobs,
@@ -73,7 +101,9 @@ def build(
         reservations=reservations,
         budgets=budgets,
         priors=priors,
-        rates=learned_rates(observations, priors=priors, regions=regions),
+        rates=learned_rates(
+            observations, priors=priors, regions=regions, clouds=clouds, launches=launches
+        ),
         restart_hours=restart_hours,
         step_hours=step_hours,
     )
@@ -99,6 +129,7 @@ def snapshot(
         catalog=catalog,
         priors=priors,
         observations=repository.spot_observations(session),
+        launches=repository.spot_launches(session, since=now - LAUNCH_WINDOW),
         outages=no_capacity(session, now=now),
         reservations=with_usage(session, now=now) if reservations is None else reservations,
         budgets=budgets,

@@ -2,7 +2,7 @@
 
 Model (hours throughout). Running costs checkpoint overhead C per interval tau, so W hours of
 work need W * (1 + C / tau) hours of running. A spot job is preempted as a Poisson process with
-rate lambda per running hour (per node, times nodes for a gang); each preemption loses the work
+rate lambda per running hour (the whole gang's: Priors.gang_rate); each preemption loses the work
 since the last checkpoint (tau / 2 on average, or just C when the trainer checkpoints on the
 notice), costs a restart delay d that is billed, and a wait of MTTA hours (unbilled) until spot is
 back. Expected running hours solve H = W (1 + C/tau) + lambda H (lost + d).

@@ -1,15 +1,19 @@
-"""Preemption priors per (zone, instance type) and their Gamma-Poisson update.
+"""Preemption priors per spot pool and their conjugate updates.
 
 A spot instance's preemptions are modelled as a Poisson process with an unknown rate; the prior
 on the rate is Gamma(alpha, beta) (beta in spot-hours), so after observing n preemptions in T
 spot-hours the posterior is Gamma(alpha + n, beta + T) and its mean is (alpha + n) / (beta + T).
-The shipped priors (data/spot_priors.json) come from the spot traces by build_priors.
+Whether a launch finds capacity is Bernoulli with a Beta(launch_a, launch_b) prior: s launches
+that started and f that found none give Beta(launch_a + s, launch_b + f).
+The shipped priors (data/spot_priors.json) come from the spot traces by build_priors: a
+hierarchy (zone, region, GPU family, cloud region, pooled default) and the gang exponent.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,6 +26,9 @@ class PreemptionPrior:
     beta: float  # Gamma rate: pseudo spot-hours
     mtta_hours: float  # mean time until spot is available again after it is lost
     availability: float  # long-run fraction of time spot is available
+    # Beta prior on a launch finding capacity, in pseudo-launches (0, 0: no launch data)
+    launch_a: float = 0.0
+    launch_b: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -44,19 +51,81 @@ def posterior_rate(
     )
 
 
+def posterior(
+    prior: PreemptionPrior,
+    *,
+    preemptions: int,
+    spot_hours: float,
+    launched: int = 0,
+    no_capacity: int = 0,
+) -> PreemptionPrior:
+    """The pool's posterior: the rate as posterior_rate; availability the Beta posterior mean
+    of a launch finding capacity, and MTTA scaled by the odds of finding none (an alternating
+    up/down process with the same up time: down = up * (1 - p) / p)."""
+    out = posterior_rate(prior, preemptions, spot_hours)
+    if launched < 0 or no_capacity < 0:
+        raise ValueError("observations must be non-negative")
+    if launched + no_capacity == 0 or prior.launch_a + prior.launch_b <= 0:
+        return out
+    a, b = prior.launch_a + launched, prior.launch_b + no_capacity
+    p0 = prior.launch_a / (prior.launch_a + prior.launch_b)
+    p = a / (a + b)
+    odds = ((1.0 - p) / max(p, 1e-9)) / max((1.0 - p0) / max(p0, 1e-9), 1e-9)
+    return replace(out, launch_a=a, launch_b=b, availability=p, mtta_hours=prior.mtta_hours * odds)
+
+
+def family_of(instance_type: str) -> str:
+    """An instance type's family: p3 of p3.2xlarge (AWS), a2 of a2-highgpu-1g (GCP)."""
+    return instance_type.split(".")[0].split("-")[0]
+
+
+def gang_rate(rate: float, nodes: int, exponent: float = 1.0) -> float:
+    """Rate at which a gang of `nodes` loses a node, from one node's `rate`: the traces' nodes
+    are preempted together far more than independently (exponent 1 would be independent)."""
+    return rate * math.pow(max(nodes, 1), exponent)
+
+
+# Which level of the hierarchy a prior came from (most specific first).
+LEVELS = ("zone", "region", "region_family", "family", "cloud_zone", "cloud_region", "default")
+
+
 @dataclass(frozen=True, slots=True)
 class Priors:
     by_zone: dict[tuple[str, str], PreemptionPrior]  # (zone, instance type)
     by_region: dict[tuple[str, str], PreemptionPrior]  # (region, instance type)
     default: PreemptionPrior
+    by_region_family: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
+    by_family: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)  # (cloud, f)
+    by_cloud_zone: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
+    by_cloud_region: dict[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
+    gang_exponent: float = 1.0  # gang_rate's; 1: nodes independent
 
-    def lookup(self, *, zone: str, region: str, instance_type: str) -> PreemptionPrior:
-        """Most specific prior known: zone, then region (AWS catalog zones are zone ids that do
-        not map to the traces' zone names), then the pooled default."""
-        found = self.by_zone.get((zone, instance_type))
-        if found is None:
-            found = self.by_region.get((region, instance_type))
-        return found or self.default
+    def level(
+        self, *, zone: str, region: str, instance_type: str, cloud: str = ""
+    ) -> tuple[str, PreemptionPrior]:
+        """Most specific prior known and its level. AWS catalog zones are zone ids; the traces'
+        zone names map to them per account in the oldest regions (not in the data): there they
+        match from region on (build_priors)."""
+        family = family_of(instance_type)
+        for name, found in (
+            ("zone", self.by_zone.get((zone, instance_type))),
+            ("region", self.by_region.get((region, instance_type))),
+            ("region_family", self.by_region_family.get((region, family))),
+            ("family", self.by_family.get((cloud, family))),
+            ("cloud_zone", self.by_cloud_zone.get((cloud, zone))),
+            ("cloud_region", self.by_cloud_region.get((cloud, region))),
+        ):
+            if found is not None:
+                return name, found
+        return "default", self.default
+
+    def lookup(
+        self, *, zone: str, region: str, instance_type: str, cloud: str = ""
+    ) -> PreemptionPrior:
+        return self.level(zone=zone, region=region, instance_type=instance_type, cloud=cloud)[1]
+
+    def gang_rate(self, rate: float, nodes: int) -> float:
+        return gang_rate(rate, nodes, self.gang_exponent)
 
 
 def _prior(raw: dict[str, float]) -> PreemptionPrior:
@@ -65,18 +134,31 @@ def _prior(raw: dict[str, float]) -> PreemptionPrior:
         float(raw["beta"]),
         float(raw["mtta_hours"]),
         float(raw["availability"]),
+        float(raw.get("launch_a", 0.0)),
+        float(raw.get("launch_b", 0.0)),
     )
 
 
 def parse_priors(raw: dict[str, object]) -> Priors:
-    def table(name: str) -> dict[tuple[str, str], PreemptionPrior]:
+    def table(name: str, key: str = "instance_type") -> dict[tuple[str, str], PreemptionPrior]:
         rows = raw.get(name, [])
         assert isinstance(rows, list)
-        return {(r["where"], r["instance_type"]): _prior(r) for r in rows}
+        return {(r["where"], r[key]): _prior(r) for r in rows}
 
     default = raw["default"]
     assert isinstance(default, dict)
-    return Priors(table("zones"), table("regions"), _prior(default))
+    gang = raw.get("gang", {})
+    assert isinstance(gang, dict)
+    return Priors(
+        table("zones"),
+        table("regions"),
+        _prior(default),
+        by_region_family=table("region_families", "family"),
+        by_family=table("families", "family"),
+        by_cloud_zone=table("cloud_zones", "zone"),
+        by_cloud_region=table("cloud_regions", "region"),
+        gang_exponent=float(gang.get("exponent", 1.0)),
+    )
 
 
 def load_priors(path: Path = PRIORS_FILE) -> Priors:

@@ -18,7 +18,7 @@ from api.placement import (
 )
 from api.pricing.catalog import default_catalog
 from api.pricing.offers import Offer
-from api.pricing.preemption import default_priors
+from api.pricing.preemption import Priors, default_priors
 from gpujobs.spec import CapacityType, JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -286,14 +286,14 @@ def gang(types: list[str]) -> JobState:
 
 def test_a_big_spot_gang_is_never_placed_where_its_expected_cost_is_infinite() -> None:
     """Measured: a 16-node x 8 x A100 spot gang with no deadline was placed with an expected
-    finish in 2034, and not even on the cheapest zone."""
+    finish in 2034, and not even on the cheapest zone. Under the model of that time (one pooled
+    rate, nodes preempted independently: a 16-node gang 16 times as often as one node)."""
     offers = default_catalog().offers
-    (d,) = decide(Snapshot(now=NOW, jobs=[gang(["spot"])], offers=offers, priors=default_priors()))
+    independent = Priors({}, {}, default_priors().default, gang_exponent=1.0)
+    (d,) = decide(Snapshot(now=NOW, jobs=[gang(["spot"])], offers=offers, priors=independent))
     assert isinstance(d, Reject) and "never finish" in d.reason
     (d,) = decide(
-        Snapshot(
-            now=NOW, jobs=[gang(["spot", "on_demand"])], offers=offers, priors=default_priors()
-        )
+        Snapshot(now=NOW, jobs=[gang(["spot", "on_demand"])], offers=offers, priors=independent)
     )
     assert isinstance(d, Place) and d.plan.capacity_type == "on_demand"
     assert d.plan.expected_cost < float("inf") and d.plan.expected_finish < NOW + timedelta(days=2)

@@ -1,0 +1,130 @@
+"""What the service learns of each spot pool from its own attempts, through the real scheduler,
+reconciler and database: preemptions move the pool's rate for every job (not only the one
+preempted), launches that find no capacity move its availability."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.database import read_session
+from api.placement import world as worlds
+from api.pricing.catalog import default_catalog
+from api.pricing.preemption import PreemptionPrior, default_priors
+from api.settings import Settings
+from gpujobs.spec import CapacityType
+from tests.worker.support import (
+    Clock,
+    RecordingLauncher,
+    attempts,
+    control_plane,
+    principal,
+    submit,
+)
+from worker.control import ControlPlane
+from worker.launchers.base import ObservedState
+from worker.reconciler import reconcile_once
+from worker.scheduler import schedule_once
+
+
+def _placed(cp: ControlPlane, job_id: str) -> tuple[str, str, str]:
+    """Schedule; the job's newest attempt as (id, zone, instance type)."""
+    schedule_once(cp)
+    [*_, attempt] = attempts(cp.factory, job_id)
+    assert attempt.capacity_type == CapacityType.SPOT.value
+    return attempt.id, attempt.zone, attempt.instance_type
+
+
+def _learned(cp: ControlPlane, pool: tuple[str, str]) -> PreemptionPrior | None:
+    with read_session(cp.factory) as session:
+        snap = worlds.snapshot(
+            session,
+            now=cp.clock(),
+            jobs=[],
+            catalog=cp.catalog,
+            priors=default_priors(),
+            budgets={},
+            restart_hours=0.2,
+            step_hours=1 / 60,
+        )
+    return snap.rates.get(pool)
+
+
+def test_preemptions_in_one_zone_send_new_jobs_to_another(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Measured: with spot preempted every ~2 s, each new attempt went back to the same pool
+    ("spot: cheapest expected cost while slack remains"); the rate never moved enough to matter."""
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    who = principal(session_factory)
+    first = submit(session_factory, who)  # no deadline: spot
+    attempt_id, zone, instance_type = _placed(cp, first)
+    pool = (zone, instance_type)
+    assert _learned(cp, pool) is None  # nothing seen yet: the prior
+    prior = default_priors().lookup(
+        zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
+    )
+    moved = []
+    job_id = first
+    for _ in range(6):
+        launcher.script(attempt_id, ObservedState.RUNNING)
+        reconcile_once(cp)
+        clock.advance(120)
+        launcher.script(attempt_id, ObservedState.PREEMPTED, exit_code=75)
+        reconcile_once(cp)
+        # A new job, not the one preempted (its own back-off is another mechanism)
+        job_id = submit(session_factory, who)
+        attempt_id, zone, kind = _placed(cp, job_id)
+        moved.append((zone, kind) != pool)
+        if moved[-1]:
+            break
+    assert moved[-1], "six preemptions in two-minute runs and new jobs still go to the pool"
+    learned = _learned(cp, pool)
+    assert learned is not None and learned.rate > 2 * prior.rate
+    assert len(moved) <= 6, moved
+
+
+def test_launches_that_find_no_capacity_lower_the_pools_availability(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    who = principal(session_factory)
+    job_id = submit(session_factory, who)
+    attempt_id, zone, instance_type = _placed(cp, job_id)
+    pool = (zone, instance_type)
+    prior = default_priors().lookup(
+        zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
+    )
+    launcher.script(attempt_id, ObservedState.NO_CAPACITY, message="sold out")
+    reconcile_once(cp)
+    learned = _learned(cp, pool)
+    assert learned is not None
+    assert learned.availability < prior.availability
+    assert learned.mtta_hours > prior.mtta_hours
+    assert learned.rate == prior.rate  # no spot hours, no preemption
+    # a launch that starts raises it again
+    other = submit(session_factory, who)
+    clock.advance(settings.no_capacity_backoff_s + 1)  # the outage lapses: the pool is tried again
+    started = [a for a in (_placed(cp, other), _placed(cp, job_id)) if a[1:] == pool]
+    assert started, "the pool is tried again once its outage lapses"
+    launcher.script(started[0][0], ObservedState.RUNNING)
+    reconcile_once(cp)
+    clock.advance(60)
+    launcher.script(started[0][0], ObservedState.SUCCEEDED, exit_code=0)
+    reconcile_once(cp)
+    again = _learned(cp, pool)
+    assert again is not None and again.availability > learned.availability
+
+
+def _offer(zone: str) -> tuple[str, str]:
+    found = next(o for o in default_catalog().offers if o.zone == zone)
+    return found.region, found.cloud
+
+
+def _region(zone: str) -> str:
+    return _offer(zone)[0]
+
+
+def _cloud(zone: str) -> str:
+    return _offer(zone)[1]
