@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,7 +38,9 @@ def add_attempt(
     with transaction(factory) as session:
         owner = get_by_name(session, name=team)
         assert owner is not None
-        job = Job(team_id=owner.id, name="ledger", status="RUNNING", spec={})
+        job = Job(
+            team_id=owner.id, name=f"ledger-{uuid.uuid4().hex[:8]}", status="RUNNING", spec={}
+        )
         session.add(job)
         session.flush()
         attempt = JobAttempt(
