@@ -78,6 +78,10 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
         if attempt is None or attempt.ended_at is not None:
             return 0
         attempt.stop_reason = "cancel"
+        if attempt.started_at is None:
+            # Stopped before any pass saw it running: what was launched held capacity from its
+            # launch all the same (None: never launched, nothing to bill).
+            attempt.started_at = attempt.launched_at
         job = repo.job_for_update(session, job_id=attempt.job_id)
         now = cp.clock()
         _close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")

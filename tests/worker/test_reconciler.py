@@ -404,6 +404,28 @@ def test_reconciling_again_never_closes_twice(world: World, end: str) -> None:
     assert closed.end_reason == end
 
 
+def test_a_cancel_before_any_pass_saw_the_attempt_running_bills_it_from_its_launch(
+    world: World,
+) -> None:
+    job_id, attempt_id = world.place()
+    launched_at = the_attempt(world, attempt_id).launched_at
+    assert launched_at is not None and the_attempt(world, attempt_id).started_at is None
+    world.clock.advance(45)
+    with transaction(world.factory) as session:
+        jobs.cancel(session, principal=world.who, job_id=job_id)
+    world.launcher.script(attempt_id, ObservedState.CANCELLED, exit_code=75)
+
+    assert reconcile_once(world.cp) == 1
+
+    closed = the_attempt(world, attempt_id)
+    assert closed.end_reason == "cancelled"
+    assert closed.started_at == launched_at
+    assert closed.cost_microusd == cost_microusd(
+        price_per_hour=closed.price_per_hour, started_at=launched_at, ended_at=world.clock.now
+    )
+    assert closed.cost_microusd > 0
+
+
 def test_a_cancel_that_lands_during_the_launch_still_stops_what_was_launched(
     world: World,
 ) -> None:
