@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 from gpujobs.usage import MICRO as MICRO  # the contract's unit, defined once there
 
-US_PER_HOUR = 3_600 * MICRO
+US_PER_SECOND = 1_000_000  # time is counted in microseconds, so rates multiply exactly
+US_PER_HOUR = 3_600 * US_PER_SECOND
 
 
 def microusd_per_hour(price_per_hour: float) -> int:
@@ -23,7 +24,7 @@ def div_round(numerator: int, denominator: int) -> int:
 
 
 def elapsed_us(delta: timedelta) -> int:
-    return max(0, (delta.days * 86_400 + delta.seconds) * MICRO + delta.microseconds)
+    return max(0, (delta.days * 86_400 + delta.seconds) * US_PER_SECOND + delta.microseconds)
 
 
 def cost_microusd(*, price_per_hour: float, started_at: datetime, ended_at: datetime) -> int:

@@ -4,30 +4,45 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from api.money import cost_microusd
+from api.placement import Placement
 from api.usage.ledger import LedgerRow, aggregate
+from gpujobs.spec import CapacityType
 from gpujobs.usage import UsageGroupBy
 
 T0 = datetime(2025, 6, 10, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
-def row(**fields: object) -> LedgerRow:
-    base: dict[str, object] = {
+def row(**fields: Any) -> LedgerRow:
+    """A ledger row; fields named like a Placement field (price_per_hour...) go there."""
+    where: dict[str, Any] = {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "instance_type": "g5.xlarge",
+        "gpu_model": "A10G",
+        "gpu_count": 1,
+        "nodes": 1,
+        "capacity_type": CapacityType.SPOT,
+        "price_per_hour": 1.0,
+        "on_demand_price_per_hour": 3.0,
+    }
+    where.update(
+        {k: CapacityType(v) if k == "capacity_type" else v for k, v in fields.items() if k in where}
+    )
+    base: dict[str, Any] = {
         "team": "t",
         "job_id": "j",
         "job_name": "job",
-        "instance_type": "g5.xlarge",
-        "capacity_type": "spot",
-        "gpu_count": 1,
-        "nodes": 1,
-        "price_per_hour": 1.0,
-        "on_demand_price_per_hour": 3.0,
+        "placement": Placement(**where),
         "started_at": T0,
         "ended_at": T0 + H,
     }
-    return LedgerRow(**(base | fields))  # type: ignore[arg-type]
+    rest = {k: v for k, v in fields.items() if k not in where}
+    return LedgerRow(**(base | rest))
 
 
 def total(rows: list[LedgerRow], *, now: datetime, group_by: UsageGroupBy = UsageGroupBy.TEAM):
