@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-MICRO = 1_000_000
+from gpujobs.money import MICRO as MICRO
 
 
 class UsageGroupBy(StrEnum):
