@@ -82,7 +82,7 @@ class UsageGroup(BaseModel):
     def lost_cost(self) -> float:
         return self.lost_cost_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def wasted_cost(self) -> float:
         return self.wasted_cost_microusd / MICRO
