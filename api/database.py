@@ -7,12 +7,12 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import QueuePool
@@ -61,8 +61,8 @@ def _private_sqlite_files(path: Path) -> None:
             file.chmod(0o600)
 
 
-def _sqlite_pragmas_for(busy_timeout_s: float):  # type: ignore[no-untyped-def]
-    def pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas_for(busy_timeout_s: float) -> Callable[[sqlite3.Connection, object], None]:
+    def pragmas(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         # SQLite has no SELECT ... FOR UPDATE, and pysqlite only says BEGIN at the first write,
         # so a read-then-write could act on a row another transaction changed meanwhile (a
         # cancel undone by the reconciler). Take the transaction into our hands: _sqlite_begin.
@@ -89,7 +89,7 @@ class _Writer:
         self.timeout_s = timeout_s
         self.lock = threading.Lock()
 
-    def begin(self, connection) -> None:  # type: ignore[no-untyped-def]
+    def begin(self, connection: Connection) -> None:
         if connection.get_execution_options().get(READ_ONLY):
             connection.exec_driver_sql("BEGIN")
             return
@@ -104,7 +104,7 @@ class _Writer:
             self.end(connection)
             raise
 
-    def end(self, connection) -> None:  # type: ignore[no-untyped-def]
+    def end(self, connection: Connection) -> None:
         if connection.info.pop(_HOLDS_WRITER, False):
             self.lock.release()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from api.placement.plan import Placement
+from gpujobs.spec import CapacityType
+
+# The attempt columns that hold its Placement: the dataclass's field names, so the two cannot
+# drift apart (a new Placement field without its column fails on the first attempt written).
+PLACEMENT_COLUMNS = tuple(f.name for f in fields(Placement))
 
 
 def utcnow() -> datetime:
@@ -185,6 +193,20 @@ class JobAttempt(Base):
     end_step: Mapped[int | None] = mapped_column(Integer, default=None)
     steps_lost: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    @classmethod
+    def placed(cls, placement: Placement, **columns: Any) -> JobAttempt:
+        """A new attempt running on `placement`; `columns` are the rest of the row."""
+        values = {name: getattr(placement, name) for name in PLACEMENT_COLUMNS}
+        values["capacity_type"] = placement.capacity_type.value
+        return cls(**values, **columns)
+
+    @property
+    def placement(self) -> Placement:
+        """Where this attempt runs and its price, as the scheduler placed it."""
+        values = {name: getattr(self, name) for name in PLACEMENT_COLUMNS}
+        values["capacity_type"] = CapacityType(self.capacity_type)
+        return Placement(**values)
 
 
 class JobEvent(Base):

@@ -6,31 +6,16 @@ cost spreads it linearly over its run; a running one accrues its price by elapse
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from gpujobs.usage import MICRO as MICRO  # the contract's unit, defined once there
-
-US_PER_HOUR = 3_600 * MICRO
-
-
-def microusd_per_hour(price_per_hour: float) -> int:
-    return round(price_per_hour * MICRO)
-
-
-def div_round(numerator: int, denominator: int) -> int:
-    """numerator / denominator rounded half up, in integers (both non-negative)."""
-    return (2 * numerator + denominator) // (2 * denominator)
-
-
-def elapsed_us(delta: timedelta) -> int:
-    return max(0, (delta.days * 86_400 + delta.seconds) * MICRO + delta.microseconds)
-
-
-def cost_microusd(*, price_per_hour: float, started_at: datetime, ended_at: datetime) -> int:
-    """What running at `price_per_hour` from `started_at` to `ended_at` costs."""
-    return div_round(
-        microusd_per_hour(price_per_hour) * elapsed_us(ended_at - started_at), US_PER_HOUR
-    )
+# The unit and the pricing rule are the contract's, so the CLI's running totals agree with ours.
+from gpujobs.money import MICRO as MICRO
+from gpujobs.money import US_PER_HOUR as US_PER_HOUR
+from gpujobs.money import US_PER_SECOND as US_PER_SECOND
+from gpujobs.money import cost_microusd as cost_microusd
+from gpujobs.money import div_round as div_round
+from gpujobs.money import elapsed_us as elapsed_us
+from gpujobs.money import microusd_per_hour as microusd_per_hour
 
 
 def cost_to(

@@ -49,6 +49,7 @@ import httpx
 from devstack.postgres import PostgresCluster
 from devstack.s3server import S3Server, start_s3_server
 from devstack.stack import Stack
+from gpujobs.usage import MICRO
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -68,7 +69,6 @@ SAMPLE_S = 0.2
 # A group seen alive up to this long after its attempt's ended_at is the sampler's and the
 # reconciler's granularity (the supervisor writes the exit code, then exits), not unbilled work.
 ALIVE_AFTER_END_TOLERANCE_S = 1.5
-MICRO = 1_000_000
 
 
 def trainer_spec(*, steps: int, checkpoint_every: int) -> dict[str, Any]:

@@ -33,11 +33,10 @@ from api.placement.snapshot import JobState
 from api.pricing.cost_model import Risk
 from api.pricing.preemption import default_priors
 from benchmarks.spot.adapter import SIM_EPOCH, OursPolicy
-from benchmarks.spot.simulator import Setting, load_trace, simulate
+from benchmarks.spot.simulator import CHANGEOVER_HOURS, Setting, load_trace, simulate
 from gpujobs.spec import CapacityType
 
 DEADLINE_HOURS = 48.0
-CHANGEOVER_HOURS = 0.2
 FRACTIONS = (0.6, 0.75, 0.9)
 SEED = 20240416
 SETS = ("availability/1-node/aws-02-15-2023", "availability/1-node/aws-10-26-2022")

@@ -139,6 +139,27 @@ class _Base:
         return response is None or response.status_code in RETRY_STATUSES
 
     @staticmethod
+    def _request(
+        http: httpx.Client | httpx.AsyncClient, op: Operation[Any], **kwargs: Any
+    ) -> httpx.Request:
+        return http.build_request(
+            op.method, op.path, params=op.params, json=op.json, headers=op.headers, **kwargs
+        )
+
+    def _transport_delay(self, attempt: int, error: httpx.TransportError) -> float:
+        """How long to wait before retrying after a connection error; raises when out of tries."""
+        if not self._retryable(attempt, None):
+            raise self._connection_failed(self.url, error) from error
+        return self.retry.delay(attempt)
+
+    def _response_delay(self, attempt: int, response: httpx.Response) -> float | None:
+        """How long to wait before retrying an error response; None: give up on it (the caller
+        reads its body and raises)."""
+        if not self._retryable(attempt, response):
+            return None
+        return self.retry.delay(attempt, response.headers.get("Retry-After"))
+
+    @staticmethod
     def _connection_failed(url: str, error: httpx.TransportError) -> errors.ConnectionFailed:
         return errors.ConnectionFailed(
             f"cannot reach the gpujobs API at {url}: {error!s} ({type(error).__name__})",
@@ -191,25 +212,19 @@ class Client(_Base):
     def _send(self, op: Operation[Any], *, stream: bool = False, **kwargs: Any) -> httpx.Response:
         attempt = 0
         while True:
-            response: httpx.Response | None = None
             try:
-                request = self._http.build_request(
-                    op.method, op.path, params=op.params, json=op.json, headers=op.headers, **kwargs
-                )
-                response = self._http.send(request, stream=stream)
+                response = self._http.send(self._request(self._http, op, **kwargs), stream=stream)
             except httpx.TransportError as error:
-                if not self._retryable(attempt, None):
-                    raise self._connection_failed(self.url, error) from error
-                delay = self.retry.delay(attempt)
+                delay = self._transport_delay(attempt, error)
             else:
                 if response.status_code < 400:
                     return response
-                if not self._retryable(attempt, response):
-                    body = response.read()
-                    response.close()
-                    raise errors.from_response(response.status_code, body)
-                delay = self.retry.delay(attempt, response.headers.get("Retry-After"))
+                retry_in = self._response_delay(attempt, response)
+                body = response.read() if retry_in is None else b""
                 response.close()
+                if retry_in is None:
+                    raise errors.from_response(response.status_code, body)
+                delay = retry_in
             time.sleep(delay)
             attempt += 1
 
@@ -384,25 +399,21 @@ class AsyncClient(_Base):
     ) -> httpx.Response:
         attempt = 0
         while True:
-            response: httpx.Response | None = None
             try:
-                request = self._http.build_request(
-                    op.method, op.path, params=op.params, json=op.json, headers=op.headers, **kwargs
+                response = await self._http.send(
+                    self._request(self._http, op, **kwargs), stream=stream
                 )
-                response = await self._http.send(request, stream=stream)
             except httpx.TransportError as error:
-                if not self._retryable(attempt, None):
-                    raise self._connection_failed(self.url, error) from error
-                delay = self.retry.delay(attempt)
+                delay = self._transport_delay(attempt, error)
             else:
                 if response.status_code < 400:
                     return response
-                if not self._retryable(attempt, response):
-                    body = await response.aread()
-                    await response.aclose()
-                    raise errors.from_response(response.status_code, body)
-                delay = self.retry.delay(attempt, response.headers.get("Retry-After"))
+                retry_in = self._response_delay(attempt, response)
+                body = await response.aread() if retry_in is None else b""
                 await response.aclose()
+                if retry_in is None:
+                    raise errors.from_response(response.status_code, body)
+                delay = retry_in
             await asyncio.sleep(delay)
             attempt += 1
 

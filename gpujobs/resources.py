@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpujobs.money import MICRO, cost_microusd
 from gpujobs.spec import CapacityType, JobSpec
 
 T = TypeVar("T")
@@ -60,16 +61,6 @@ class ProgressReport(BaseModel):
     attempt_id: str | None = Field(None, max_length=64)
 
 
-class Offer(Resource):
-    cloud: str
-    region: str
-    zone: str
-    instance_type: str
-    gpu_model: str
-    gpu_count: int
-    gpu_memory_gb: float | None = None
-
-
 class JobAttempt(Resource):
     id: str
     job_id: str
@@ -91,6 +82,18 @@ class JobAttempt(Resource):
     resume_from_step: int | None = None
     steps_lost: int | None = None
     created_at: datetime
+
+    def cost_microusd_by(self, now: datetime) -> int:
+        """What the attempt has cost by `now`, by the ledger's rule: its recorded cost once it
+        has one; until then its price for the time it has run (nothing before it started)."""
+        if self.cost is not None:
+            return round(self.cost * MICRO)  # the server's integer micro-dollars, recovered
+        if self.started_at is None:
+            return 0
+        end = self.ended_at or now
+        return cost_microusd(
+            price_per_hour=self.price_per_hour, started_at=self.started_at, ended_at=end
+        )
 
 
 class JobEvent(Resource):

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-MICRO = 1_000_000
+from gpujobs.money import MICRO as MICRO
 
 
 class UsageGroupBy(StrEnum):
@@ -82,7 +82,7 @@ class UsageGroup(BaseModel):
     def lost_cost(self) -> float:
         return self.lost_cost_microusd / MICRO
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
     def wasted_cost(self) -> float:
         return self.wasted_cost_microusd / MICRO

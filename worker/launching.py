@@ -13,7 +13,7 @@ from api.auth import issue_token
 from api.database import transaction
 from api.models import Job, JobAttempt
 from gpujobs.runtime import RunConfig
-from gpujobs.spec import CapacityType, JobSpec
+from gpujobs.spec import JobSpec
 from worker import repository as repo
 from worker.control import ControlPlane
 from worker.launchers.base import LaunchRequest
@@ -83,14 +83,8 @@ def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> 
         attempt_number=attempt.number,
         job_name=job.name,
         team=job.team.name,
-        cloud=attempt.cloud,
-        region=attempt.region,
-        zone=attempt.zone,
-        instance_type=attempt.instance_type,
-        gpu_model=attempt.gpu_model,
+        placement=attempt.placement,
         gpus_per_node=spec.resources.gpus_per_node,
-        nodes=attempt.nodes,
-        capacity_type=CapacityType(attempt.capacity_type),
         run_config=run_config,
         job_token=token,
         image=spec.image,

@@ -151,19 +151,20 @@ def _observe_capacity(
 ) -> None:
     """What this attempt teaches: spot hours survived and preemptions (the preemption rate), and
     offers that had no capacity (avoided for a while, whatever the capacity type)."""
+    placement = attempt.placement
     if result.no_capacity:
         mark_outage(
             session,
-            zone=attempt.zone,
-            instance_type=attempt.instance_type,
-            capacity_type=CapacityType(attempt.capacity_type),
+            zone=placement.zone,
+            instance_type=placement.instance_type,
+            capacity_type=placement.capacity_type,
             until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
             reason=result.reason,
         )
-    if attempt.capacity_type != CapacityType.SPOT.value:
+    if placement.capacity_type != CapacityType.SPOT:
         return
     row = repo.spot_observation_for_update(
-        session, zone=attempt.zone, instance_type=attempt.instance_type
+        session, zone=placement.zone, instance_type=placement.instance_type
     )
     if attempt.started_at is not None and attempt.ended_at is not None:
         row.spot_seconds = (row.spot_seconds or 0.0) + max(

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from api.jobs import repository as jobs
 from api.models import Job, JobAttempt, SpotObservation
-from api.pricing.offers import Offer
 from gpujobs.resources import JobStatus
 
 
@@ -45,8 +44,9 @@ def claim_pending(
     return ids
 
 
-# The API's query, not a copy: the reconciler and launcher lock a job row the same way.
+# The API's queries, not copies: the control loop reads and locks these rows the same way.
 job_for_update = jobs.get_for_update
+open_attempt = jobs.open_attempt
 
 
 def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
@@ -66,23 +66,19 @@ def jobs_by_ids(session: Session, *, ids: list[str]) -> list[Job]:
     return list(session.scalars(select(Job).where(Job.id.in_(ids)))) if ids else []
 
 
-def running_jobs_with_attempts(session: Session) -> list[tuple[Job, JobAttempt]]:
-    rows = session.execute(
-        select(Job, JobAttempt)
-        .join(JobAttempt, JobAttempt.job_id == Job.id)
-        .where(Job.status == JobStatus.RUNNING.value, JobAttempt.ended_at.is_(None))
-    ).all()
-    return [(job, attempt) for job, attempt in rows]
-
-
-def open_attempts(session: Session) -> list[tuple[Job, JobAttempt]]:
-    rows = session.execute(
+def open_attempts(
+    session: Session, *, job_status: JobStatus | None = None
+) -> list[tuple[Job, JobAttempt]]:
+    """Attempts not yet ended, with their jobs, oldest first (only jobs in `job_status`)."""
+    query = (
         select(Job, JobAttempt)
         .join(JobAttempt, JobAttempt.job_id == Job.id)
         .where(JobAttempt.ended_at.is_(None))
         .order_by(JobAttempt.created_at)
-    ).all()
-    return [(job, attempt) for job, attempt in rows]
+    )
+    if job_status is not None:
+        query = query.where(Job.status == job_status.value)
+    return [(job, attempt) for job, attempt in session.execute(query).all()]
 
 
 def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | None:
@@ -107,14 +103,6 @@ def spot_observation_for_update(
     return row
 
 
-def open_attempt_of(session: Session, *, job_id: str) -> JobAttempt | None:
-    return session.scalars(
-        select(JobAttempt)
-        .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
-        .with_for_update()
-    ).first()
-
-
 def release_claims(session: Session, *, token: str) -> None:
     session.execute(
         update(Job)
@@ -129,15 +117,8 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
     they began (the job's resume step is still where the attempt started)."""
     if not job_ids:
         return {}
-    rows = session.execute(
-        select(
-            JobAttempt.job_id,
-            JobAttempt.cloud,
-            JobAttempt.zone,
-            JobAttempt.instance_type,
-            JobAttempt.gpu_model,
-            JobAttempt.gpu_count,
-        )
+    attempts = session.scalars(
+        select(JobAttempt)
         .join(Job, Job.id == JobAttempt.job_id)
         .where(
             JobAttempt.job_id.in_(job_ids),
@@ -148,8 +129,6 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
         .order_by(JobAttempt.number)
     )
     found: dict[str, list[str]] = {}
-    for job_id, cloud, zone, instance_type, gpu_model, gpu_count in rows:
-        found.setdefault(job_id, []).append(
-            Offer.key_of(cloud, zone, instance_type, gpu_model, gpu_count)
-        )
+    for attempt in attempts:
+        found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
     return found

@@ -81,7 +81,10 @@ def _decide_and_apply(
             else j
             for j in pending
         ]
-        running = [snapshots.job_state(j, a) for j, a in repo.running_jobs_with_attempts(session)]
+        running = [
+            snapshots.job_state(j, a)
+            for j, a in repo.open_attempts(session, job_status=JobStatus.RUNNING)
+        ]
         if not pending and not running:
             return
         teams = sorted({job.team for job in [*pending, *running]})
@@ -135,23 +138,13 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
 
 def _apply_place(session: Session, *, job: Job, place: Place) -> str:
     plan = place.plan
-    offer = plan.offer
-    attempt = JobAttempt(
+    placement = plan.placement
+    attempt = JobAttempt.placed(
+        placement,
         id=new_id(),
         job_id=job.id,
         team_id=job.team_id,
         number=job.attempts_count + 1,
-        cloud=offer.cloud,
-        region=offer.region,
-        zone=offer.zone,
-        instance_type=offer.instance_type,
-        gpu_model=offer.gpu_model,
-        gpu_count=offer.gpu_count,
-        capacity_type=plan.capacity_type.value,
-        nodes=plan.nodes,
-        price_per_hour=plan.price_per_hour,
-        on_demand_price_per_hour=plan.on_demand_price_per_hour,
-        reservation_id=plan.reservation_id,
         # The interval the cost model priced; the trainer is always told it.
         checkpoint_every_seconds=plan.checkpoint_every_seconds,
         resume_from_step=job.resume_from_step,
@@ -168,9 +161,9 @@ def _apply_place(session: Session, *, job: Job, place: Place) -> str:
         data={
             "attempt_id": attempt.id,
             "attempt": attempt.number,
-            "offer": offer.key,
-            "capacity_type": plan.capacity_type.value,
-            "price_per_hour": plan.price_per_hour,
+            "offer": placement.offer_key,
+            "capacity_type": placement.capacity_type.value,
+            "price_per_hour": placement.price_per_hour,
             "expected_cost": round(plan.expected_cost, 4),
             "expected_finish": plan.expected_finish.isoformat(),
             "p_meet_deadline": round(plan.p_meet_deadline, 4),
@@ -183,7 +176,7 @@ def _apply_migrate(cp: ControlPlane, decision: Migrate) -> bool:
     """Checkpoint-then-stop the current attempt; the job then returns to PENDING and is placed
     again (the reconciler does both when the trainer has exited)."""
     with transaction(cp.factory) as session:
-        attempt = repo.open_attempt_of(session, job_id=decision.job_id)
+        attempt = repo.open_attempt(session, job_id=decision.job_id, for_update=True)
         if attempt is None or attempt.stop_reason is not None or attempt.launch_handle is None:
             return False
         attempt.stop_reason = "migrate"

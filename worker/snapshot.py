@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from api.models import Job, JobAttempt
 from api.money import MICRO
-from api.placement.snapshot import JobState, Placement, step_seconds
+from api.placement.snapshot import Current, JobState, step_seconds
 from api.pricing.cost_model import CHECKPOINT_COST_SECONDS
-from api.pricing.offers import Offer
-from gpujobs.spec import CapacityType, JobSpec
+from gpujobs.spec import JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
 DEFAULT_ESTIMATED_HOURS = 1.0
-
-
-def offer_key(attempt: JobAttempt) -> str:
-    return Offer.key_of(
-        attempt.cloud, attempt.zone, attempt.instance_type, attempt.gpu_model, attempt.gpu_count
-    )
 
 
 def remaining_hours(job: Job, spec: JobSpec) -> float:
@@ -41,13 +34,14 @@ def remaining_hours(job: Job, spec: JobSpec) -> float:
 
 def job_state(job: Job, attempt: JobAttempt | None = None) -> JobState:
     spec = JobSpec.from_stored(job.spec)
-    placement = None
+    current = None
     if attempt is not None:
-        placement = Placement(
-            offer_key=offer_key(attempt),
-            capacity_type=CapacityType(attempt.capacity_type),
+        placement = attempt.placement
+        current = Current(
+            offer_key=placement.offer_key,
+            capacity_type=placement.capacity_type,
             started_at=attempt.started_at or attempt.created_at,
-            reservation_id=attempt.reservation_id,
+            reservation_id=placement.reservation_id,
         )
     return JobState(
         id=job.id,
@@ -57,7 +51,7 @@ def job_state(job: Job, attempt: JobAttempt | None = None) -> JobState:
         deadline_at=job.deadline_at,
         remaining_hours=remaining_hours(job, spec),
         state="running" if attempt is not None else "pending",
-        placement=placement,
+        current=current,
         preemptions=job.preemptions,
         restarts=job.restarts,
         team_name=job.team.name if job.team is not None else None,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from api.models import Job, JobAttempt, TeamBudget
+from api.models import Job, JobAttempt, Team, TeamBudget
 from gpujobs.resources import JobStatus
 
 
@@ -51,20 +53,44 @@ def holds(session: Session, *, team_id: str) -> dict[str, int]:
 def job_charges(session: Session, *, job_ids: list[str]) -> dict[str, list[Charge]]:
     """Every attempt of these jobs, by job: what each has spent so far."""
     found: dict[str, list[Charge]] = {job_id: [] for job_id in job_ids}
-    if not job_ids:
-        return found
-    rows = session.execute(
-        select(
-            JobAttempt.job_id,
-            JobAttempt.price_per_hour,
-            JobAttempt.started_at,
-            JobAttempt.ended_at,
-            JobAttempt.cost_microusd,
-        ).where(JobAttempt.job_id.in_(job_ids), JobAttempt.started_at.is_not(None))
-    )
-    for job_id, price, started, ended, cost in rows:
-        found[job_id].append(Charge(price, started, ended, cost))
+    if job_ids:
+        found |= grouped_charges(
+            session,
+            by=JobAttempt.job_id,
+            where=[JobAttempt.job_id.in_(job_ids), JobAttempt.started_at.is_not(None)],
+        )
     return found
+
+
+def ran_during(start: datetime, end: datetime) -> ColumnElement[bool]:
+    """Attempts that ran during [start, end): started before `end`, not ended before `start`."""
+    return and_(
+        JobAttempt.started_at.is_not(None),
+        JobAttempt.started_at < end,
+        or_(JobAttempt.ended_at.is_(None), JobAttempt.ended_at > start),
+    )
+
+
+def grouped_charges(
+    session: Session,
+    *,
+    by: InstrumentedAttribute[str],
+    where: Sequence[ColumnElement[bool]],
+) -> dict[str, list[Charge]]:
+    """Attempts as charges, grouped by a column of the attempt or of its team (`Team.name`)."""
+    query = select(
+        by,
+        JobAttempt.price_per_hour,
+        JobAttempt.started_at,
+        JobAttempt.ended_at,
+        JobAttempt.cost_microusd,
+    ).where(*where)
+    if by.class_ is Team:
+        query = query.join(Team, Team.id == JobAttempt.team_id)
+    found: dict[str, list[Charge]] = defaultdict(list)
+    for key, price, started, ended, cost in session.execute(query):
+        found[key].append(Charge(price, started, ended, cost))
+    return dict(found)
 
 
 def put(session: Session, *, team_id: str, monthly_microusd: int) -> TeamBudget:
@@ -88,19 +114,6 @@ def delete(session: Session, *, team_id: str) -> bool:
 
 
 def charges(session: Session, *, team_id: str, start: datetime, end: datetime) -> list[Charge]:
-    """The team's attempts that ran during [start, end): started before `end`, not ended before
-    `start`."""
-    rows = session.execute(
-        select(
-            JobAttempt.price_per_hour,
-            JobAttempt.started_at,
-            JobAttempt.ended_at,
-            JobAttempt.cost_microusd,
-        ).where(
-            JobAttempt.team_id == team_id,
-            JobAttempt.started_at.is_not(None),
-            JobAttempt.started_at < end,
-            or_(JobAttempt.ended_at.is_(None), JobAttempt.ended_at > start),
-        )
-    )
-    return [Charge(price, started, ended, cost) for price, started, ended, cost in rows]
+    """The team's attempts that ran during [start, end)."""
+    where = [JobAttempt.team_id == team_id, ran_during(start, end)]
+    return grouped_charges(session, by=JobAttempt.team_id, where=where).get(team_id, [])

@@ -87,12 +87,17 @@ def attempts(session: Session, *, job_id: str) -> list[JobAttempt]:
     )
 
 
-def open_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
-    return session.scalars(
+def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
+    """The job's attempt that has not ended (locked with `for_update`, as the control loop does
+    before stopping it)."""
+    query = (
         select(JobAttempt)
         .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
         .order_by(JobAttempt.number.desc())
-    ).first()
+    )
+    if for_update:
+        query = query.with_for_update()
+    return session.scalars(query).first()
 
 
 def counts_by_status(session: Session) -> dict[str, int]:

@@ -2,11 +2,12 @@
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from api.placement.estimate import Estimate, Weighed, estimate
-from api.placement.plan import Plan
+from api.placement.plan import Placement, Plan
 from api.placement.policy import decide
-from api.placement.snapshot import JobState, Placement, Reservation, Snapshot
+from api.placement.snapshot import Current, JobState, Reservation, Snapshot
 
 __all__ = [
+    "Current",
     "Decision",
     "Defer",
     "Estimate",

@@ -107,7 +107,7 @@ class Market:
 
     def spot(self, job: JobState) -> Iterator[Considered]:
         nodes = job.spec.resources.nodes
-        current = job.placement if job.state == "running" else None
+        current = job.current if job.state == "running" else None
         held = current.offer_key if current and current.capacity_type == CapacityType.SPOT else None
         on_demand_allowed = CapacityType.ON_DEMAND in job.spec.capacity.types
         spot: Iterable[SpotCandidate] = self.candidates(job).iter_spot()
@@ -140,7 +140,7 @@ class Market:
 
     def on_demand(self, job: JobState) -> Iterator[Considered]:
         nodes = job.spec.resources.nodes
-        current = job.placement if job.state == "running" else None
+        current = job.current if job.state == "running" else None
         if current is not None and current.capacity_type == CapacityType.ON_DEMAND:
             offer = self.offer_by_key.get(current.offer_key)
             if offer is not None and offer.on_demand_price is not None:

@@ -56,7 +56,7 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
         return Reject(job.id, "no offer in the catalog matches the requested resources")
     allowed = set(spec.capacity.types)
     hours_left = _hours(job.deadline_at - snap.now) if job.deadline_at else None
-    current = job.placement if job.state == "running" else None
+    current = job.current if job.state == "running" else None
 
     reserved = first(market.reserved(job, rnd.free)) if CapacityType.RESERVED in allowed else None
     if current is not None and current.capacity_type == CapacityType.RESERVED:
@@ -114,7 +114,7 @@ def _choice(
     if hours_left is None:
         # No deadline: no reason to pay on-demand while spot is there.
         return Choice.SPOT if spot is not None else Choice.ON_DEMAND
-    current = job.placement if job.state == "running" else None
+    current = job.current if job.state == "running" else None
     on = Choice.WAIT
     changeover_left = 0.0
     if current is not None:

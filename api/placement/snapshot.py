@@ -14,8 +14,9 @@ from gpujobs.spec import CapacityType, JobSpec
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """Where a running job runs now."""
+class Current:
+    """Where a running job runs now, as decide() needs it: its attempt's `Placement.offer_key`,
+    capacity type and reservation, and when the attempt started."""
 
     offer_key: str
     capacity_type: CapacityType
@@ -32,7 +33,7 @@ class JobState:
     deadline_at: datetime | None
     remaining_hours: float  # uninterrupted run time left on the requested resources
     state: Literal["pending", "running"] = "pending"
-    placement: Placement | None = None
+    current: Current | None = None  # set for a running job
     preemptions: int = 0
     restarts: int = 0
     team_name: str | None = None  # for messages; `team` is the id

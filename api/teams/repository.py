@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.budgets.repository import Charge
+from api.budgets.repository import Charge, grouped_charges, ran_during
 from api.models import Job, JobAttempt, Team
 
 
@@ -41,24 +40,11 @@ def jobs_by_team_and_status(session: Session) -> dict[tuple[str, str], int]:
     return {(team, status): count for team, status, count in rows}
 
 
-def charges_by_team(session: Session, *, start: datetime, end: datetime) -> dict[str, list[Charge]]:
-    """Every team's attempts that ran during [start, end), by team name."""
-    rows = session.execute(
-        select(
-            Team.name,
-            JobAttempt.price_per_hour,
-            JobAttempt.started_at,
-            JobAttempt.ended_at,
-            JobAttempt.cost_microusd,
-        )
-        .join(Team, Team.id == JobAttempt.team_id)
-        .where(
-            JobAttempt.started_at.is_not(None),
-            JobAttempt.started_at < end,
-            or_(JobAttempt.ended_at.is_(None), JobAttempt.ended_at > start),
-        )
-    )
-    charges: dict[str, list[Charge]] = defaultdict(list)
-    for team, price, started, ended, cost in rows:
-        charges[team].append(Charge(price, started, ended, cost))
-    return dict(charges)
+def charges_by_team(
+    session: Session, *, start: datetime, end: datetime, team_id: str | None = None
+) -> dict[str, list[Charge]]:
+    """Every team's (or one team's) attempts that ran during [start, end), by team name."""
+    where = [ran_during(start, end)]
+    if team_id is not None:
+        where.append(JobAttempt.team_id == team_id)
+    return grouped_charges(session, by=Team.name, where=where)

@@ -26,11 +26,13 @@ from datetime import datetime, timedelta
 
 from api.money import (
     US_PER_HOUR,
+    US_PER_SECOND,
     cost_to,
     div_round,
     elapsed_us,
     microusd_per_hour,
 )
+from api.placement.plan import Placement
 from gpujobs.usage import UsageGroup, UsageGroupBy
 
 PREEMPTED = "preempted"
@@ -44,12 +46,7 @@ class LedgerRow:
     team: str
     job_id: str
     job_name: str
-    instance_type: str
-    capacity_type: str
-    gpu_count: int
-    nodes: int
-    price_per_hour: float
-    on_demand_price_per_hour: float
+    placement: Placement  # the attempt's: what it ran on, at what price
     started_at: datetime | None
     ended_at: datetime | None
     end_reason: str | None = None
@@ -70,7 +67,7 @@ class _Run:
 
     @property
     def gpus(self) -> int:
-        return self.row.gpu_count * self.row.nodes
+        return self.row.placement.gpus
 
     def cost_to(self, t: datetime) -> int:
         return cost_to(
@@ -79,12 +76,12 @@ class _Run:
             end=self.end,
             closed=self.row.ended_at is not None,
             recorded_microusd=self.row.cost_microusd,
-            price_per_hour=self.row.price_per_hour,
+            price_per_hour=self.row.placement.price_per_hour,
         )
 
     def on_demand_cost_to(self, t: datetime) -> int:
         elapsed = elapsed_us(min(t, self.end) - self.start)
-        rate = microusd_per_hour(self.row.on_demand_price_per_hour)
+        rate = microusd_per_hour(self.row.placement.on_demand_price_per_hour)
         return div_round(rate * elapsed, US_PER_HOUR)
 
     def gpu_hours(self, t0: datetime, t1: datetime) -> float:
@@ -102,7 +99,7 @@ class _Run:
         if row.steps_lost == 0:
             return 0
         if row.checkpoint_every_seconds:
-            return min(duration, round(row.checkpoint_every_seconds * 1_000_000))
+            return min(duration, round(row.checkpoint_every_seconds * US_PER_SECOND))
         return 0
 
 
@@ -144,8 +141,8 @@ KeyFn = Callable[[LedgerRow, datetime], tuple[str, str | None]]
 _KEYS: dict[UsageGroupBy, KeyFn] = {
     UsageGroupBy.TEAM: lambda row, _: (row.team, None),
     UsageGroupBy.JOB: lambda row, _: (row.job_id, row.job_name),
-    UsageGroupBy.INSTANCE_TYPE: lambda row, _: (row.instance_type, None),
-    UsageGroupBy.CAPACITY_TYPE: lambda row, _: (row.capacity_type, None),
+    UsageGroupBy.INSTANCE_TYPE: lambda row, _: (row.placement.instance_type, None),
+    UsageGroupBy.CAPACITY_TYPE: lambda row, _: (row.placement.capacity_type.value, None),
     UsageGroupBy.DAY: lambda _, at: (at.date().isoformat(), None),
 }
 
@@ -195,7 +192,7 @@ def aggregate(
                 totals.gpu_hours += run.gpu_hours(a, b)
                 totals.cost += cost
                 totals.on_demand += run.on_demand_cost_to(b) - run.on_demand_cost_to(a)
-                capacity = row.capacity_type
+                capacity = row.placement.capacity_type.value
                 totals.by_capacity[capacity] = totals.by_capacity.get(capacity, 0) + cost
                 if row.end_reason == CONFIG_ERROR:
                     totals.wasted_gpu_hours += run.gpu_hours(a, b)

@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from api.auth import Principal
+from api.budgets.spend import spent_microusd
 from api.errors import InvalidRequest
 from api.models import utcnow
 from api.money import month_start
+from api.teams import repository as teams
 from api.usage import repository
 from api.usage.ledger import aggregate
 from gpujobs.resources import FieldError
@@ -60,17 +62,16 @@ def report(
 
 
 def budgets(session: Session, *, team_id: str | None, now: datetime) -> list[BudgetUsage]:
-    """Each visible team's monthly budget and what it has spent this calendar month so far."""
+    """Each visible team's monthly budget and what it has spent this calendar month so far, by
+    the same spend rule budgets and admission use (api.budgets.spend)."""
     first = month_start(now)
-    rows = repository.ledger_rows(session, team_id=team_id, start=first, end=now)
-    spent, _ = aggregate(rows, start=first, end=now, now=now, group_by=UsageGroupBy.TEAM)
-    used = {group.key: group.cost_microusd for group in spent}
+    charges = teams.charges_by_team(session, start=first, end=now, team_id=team_id)
     return [
         BudgetUsage(
             team=name,
             month_start=first,
             monthly_budget_microusd=budget,
-            used_microusd=used.get(name, 0),
+            used_microusd=spent_microusd(charges.get(name, []), start=first, now=now),
         )
         for name, budget in repository.teams_with_budgets(session, team_id=team_id)
     ]

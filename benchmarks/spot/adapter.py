@@ -52,7 +52,7 @@ class OursPolicy:
         self.spot_ticks = 0
 
     def __call__(self, v: View) -> str:
-        from api.placement import JobState, Migrate, Place, Placement, Snapshot, decide
+        from api.placement import Current, JobState, Migrate, Place, Snapshot, decide
         from api.pricing.preemption import posterior_rate
         from gpujobs.spec import CapacityType
 
@@ -60,9 +60,9 @@ class OursPolicy:
         if self.last_action == SPOT and v.current == IDLE:
             self.preemptions += 1
         now = SIM_EPOCH + timedelta(hours=v.tick * gap)
-        placement = None
+        current = None
         if v.current != IDLE:
-            placement = Placement(
+            current = Current(
                 offer_key=self.offer.key,
                 capacity_type=CapacityType(v.current),
                 started_at=SIM_EPOCH + timedelta(hours=self.started_tick * gap),
@@ -74,8 +74,8 @@ class OursPolicy:
             submitted_at=SIM_EPOCH,
             deadline_at=SIM_EPOCH + timedelta(hours=s.deadline * gap),
             remaining_hours=(s.work - v.progress) * gap,
-            state="running" if placement else "pending",
-            placement=placement,
+            state="running" if current else "pending",
+            current=current,
             preemptions=self.preemptions,
         )
         unavailable = (
@@ -101,9 +101,9 @@ class OursPolicy:
                 decision = decision.to
             if isinstance(decision, Place):
                 action = str(decision.plan.capacity_type)
-            elif placement is None:
+            elif current is None:
                 action = IDLE  # Defer
-        elif placement is None:
+        elif current is None:
             raise RuntimeError("decide() returned nothing for a pending job")
         if action != v.current and action != IDLE:
             self.started_tick = v.tick

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from api.pricing.cost_model import RESTART_HOURS
+
 SPOT = "spot"
 ON_DEMAND = "on_demand"
 IDLE = "idle"
@@ -29,7 +31,7 @@ ACTIONS = (SPOT, ON_DEMAND, IDLE)
 
 OD_PRICE = 3.06
 SPOT_PRICE = 0.9731
-CHANGEOVER_HOURS = 0.2
+CHANGEOVER_HOURS = RESTART_HOURS  # the changeover is the service's own restart time
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from gpujobs.money import MICRO
 from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus, Quote
 
@@ -157,18 +158,9 @@ def progress_text(job: Job) -> str:
 
 
 def cost_so_far(attempts: Sequence[JobAttempt], now: datetime | None = None) -> float:
-    """Closed attempts at their recorded cost; a running one at its price up to now."""
+    """Closed attempts at their recorded cost; a running one at its price up to now (USD)."""
     now = now or datetime.now(UTC)
-    total = 0.0
-    for attempt in attempts:
-        if attempt.cost is not None:
-            total += attempt.cost
-        elif attempt.started_at is not None:
-            end = attempt.ended_at or now
-            total += (
-                attempt.price_per_hour * max(0.0, (end - attempt.started_at).total_seconds()) / 3600
-            )
-    return total
+    return sum(attempt.cost_microusd_by(now) for attempt in attempts) / MICRO
 
 
 class ProgressBar:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
+from api.placement import Placement
 from api.settings import Settings
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
@@ -444,14 +445,19 @@ def test_trainer_jobs_from_each_cloud_profile_are_valid(
         attempt_number=1,
         job_name="demo",
         team="acme",
-        cloud="aws",
-        region="us-east-1",
-        zone="us-east-1a",
-        instance_type="g5.xlarge",
-        gpu_model="A10G",
+        placement=Placement(
+            cloud="aws",
+            region="us-east-1",
+            zone="us-east-1a",
+            instance_type="g5.xlarge",
+            gpu_model="A10G",
+            gpu_count=1,
+            nodes=2,
+            capacity_type=capacity,
+            price_per_hour=1.0,
+            on_demand_price_per_hour=1.0,
+        ),
         gpus_per_node=1,
-        nodes=2,
-        capacity_type=capacity,
         run_config=RunConfig(trainer=TrainerSpec(steps=10), checkpoint_uri="s3://b/p"),
         job_token="tok",
     )

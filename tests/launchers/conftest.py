@@ -23,6 +23,7 @@ import pytest
 from kmock._internal import rendering
 from kubernetes import client
 
+from api.placement import Placement
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from worker.launchers.base import LaunchRequest
@@ -180,20 +181,28 @@ def make_request() -> Callable[..., LaunchRequest]:
 
 
 def _make_request(**overrides: Any) -> LaunchRequest:
+    """A request; overrides named like a Placement field (nodes, capacity_type...) go there."""
+    where: dict[str, Any] = {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "instance_type": "p4d.24xlarge",
+        "gpu_model": "A100",
+        "gpu_count": 8,
+        "nodes": 1,
+        "capacity_type": CapacityType.SPOT,
+        "price_per_hour": 10.0,
+        "on_demand_price_per_hour": 32.0,
+    }
+    where.update({k: overrides.pop(k) for k in list(overrides) if k in where})
     values: dict[str, Any] = {
         "job_id": "job-7f3a",
         "attempt_id": "att-7f3a-1",
         "attempt_number": 1,
         "job_name": "llm-finetune",
         "team": "research",
-        "cloud": "aws",
-        "region": "us-east-1",
-        "zone": "us-east-1a",
-        "instance_type": "p4d.24xlarge",
-        "gpu_model": "A100",
+        "placement": Placement(**where),
         "gpus_per_node": 8,
-        "nodes": 1,
-        "capacity_type": CapacityType.SPOT,
         "run_config": RunConfig(
             trainer=TrainerSpec(steps=100),
             checkpoint_uri="s3://ckpt/job-7f3a",

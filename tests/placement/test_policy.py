@@ -5,11 +5,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.placement import (
+    Current,
     Defer,
     JobState,
     Migrate,
     Place,
-    Placement,
     Reject,
     Reservation,
     Snapshot,
@@ -122,7 +122,7 @@ def test_running_on_demand_moves_back_to_spot_when_slack_returns() -> None:
         base.deadline_at,
         5.0,
         state="running",
-        placement=Placement(od.key, CapacityType.ON_DEMAND, NOW - timedelta(hours=1)),
+        current=Current(od.key, CapacityType.ON_DEMAND, NOW - timedelta(hours=1)),
     )
     (d,) = decide(snap([running]))
     assert isinstance(d, Migrate) and d.to.plan.capacity_type == "spot"
@@ -141,7 +141,7 @@ def test_a_running_spot_job_keeps_its_instance_when_spot_disappears() -> None:
         base.deadline_at,
         9.0,
         state="running",
-        placement=Placement(spot.key, CapacityType.SPOT, NOW - timedelta(hours=1)),
+        current=Current(spot.key, CapacityType.SPOT, NOW - timedelta(hours=1)),
     )
     gone = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
     assert decide(snap([running], unavailable=gone)) == []

@@ -4,30 +4,48 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from api.money import cost_microusd
+from api.placement import Placement
 from api.usage.ledger import LedgerRow, aggregate
+from gpujobs.cli.render import cost_so_far
+from gpujobs.money import MICRO
+from gpujobs.resources import JobAttempt
+from gpujobs.spec import CapacityType
 from gpujobs.usage import UsageGroupBy
 
 T0 = datetime(2025, 6, 10, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
-def row(**fields: object) -> LedgerRow:
-    base: dict[str, object] = {
+def row(**fields: Any) -> LedgerRow:
+    """A ledger row; fields named like a Placement field (price_per_hour...) go there."""
+    where: dict[str, Any] = {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "instance_type": "g5.xlarge",
+        "gpu_model": "A10G",
+        "gpu_count": 1,
+        "nodes": 1,
+        "capacity_type": CapacityType.SPOT,
+        "price_per_hour": 1.0,
+        "on_demand_price_per_hour": 3.0,
+    }
+    where.update(
+        {k: CapacityType(v) if k == "capacity_type" else v for k, v in fields.items() if k in where}
+    )
+    base: dict[str, Any] = {
         "team": "t",
         "job_id": "j",
         "job_name": "job",
-        "instance_type": "g5.xlarge",
-        "capacity_type": "spot",
-        "gpu_count": 1,
-        "nodes": 1,
-        "price_per_hour": 1.0,
-        "on_demand_price_per_hour": 3.0,
+        "placement": Placement(**where),
         "started_at": T0,
         "ended_at": T0 + H,
     }
-    return LedgerRow(**(base | fields))  # type: ignore[arg-type]
+    rest = {k: v for k, v in fields.items() if k not in where}
+    return LedgerRow(**(base | rest))
 
 
 def total(rows: list[LedgerRow], *, now: datetime, group_by: UsageGroupBy = UsageGroupBy.TEAM):
@@ -153,3 +171,38 @@ def test_an_attempt_ended_by_a_configuration_error_is_wasted_in_full() -> None:
         group_by=UsageGroupBy.DAY,
     )
     assert [d.wasted_cost_microusd for d in days] == [1_000_000, 1_000_000]
+
+
+def test_the_cli_counts_attempts_as_the_ledger_does() -> None:
+    """The CLI's "cost so far" (contract JobAttempts) is the usage ledger's figure, to the
+    micro-dollar: a closed attempt at its recorded cost, a running one by the same rule."""
+    now = T0 + timedelta(seconds=4321, microseconds=987)
+    closed = row(
+        price_per_hour=2.5, ended_at=T0 + 90 * timedelta(minutes=1), cost_microusd=3_750_001
+    )
+    running = row(price_per_hour=3.7, ended_at=None, gpu_count=2)
+    ledger = total([closed, running], now=now).cost_microusd
+
+    def wire(r: LedgerRow) -> JobAttempt:
+        p = r.placement
+        return JobAttempt(
+            id="a",
+            job_id=r.job_id,
+            number=1,
+            cloud=p.cloud,
+            region=p.region,
+            zone=p.zone,
+            instance_type=p.instance_type,
+            gpu_model=p.gpu_model,
+            gpu_count=p.gpu_count,
+            capacity_type=p.capacity_type,
+            nodes=p.nodes,
+            price_per_hour=p.price_per_hour,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            cost=None if r.cost_microusd is None else r.cost_microusd / MICRO,
+            created_at=T0,
+        )
+
+    shown = cost_so_far([wire(closed), wire(running)], now)
+    assert round(shown * MICRO) == ledger

@@ -24,6 +24,7 @@ import pytest
 
 from api.database import make_engine
 from api.migrate import upgrade_to_head
+from api.placement import Placement
 from api.settings import Settings
 from devstack.confinement import open_directory, trainer_python
 from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
@@ -152,14 +153,19 @@ def launch_request(
         attempt_number=1,
         job_name=job_id,
         team=team,
-        cloud="aws",
-        region="us-east-1",
-        zone="us-east-1a",
-        instance_type="g5.xlarge",
-        gpu_model="A10G",
+        placement=Placement(
+            cloud="aws",
+            region="us-east-1",
+            zone="us-east-1a",
+            instance_type="g5.xlarge",
+            gpu_model="A10G",
+            gpu_count=1,
+            nodes=1,
+            capacity_type=CapacityType.ON_DEMAND,
+            price_per_hour=1.0,
+            on_demand_price_per_hour=1.0,
+        ),
         gpus_per_node=processes,
-        nodes=1,
-        capacity_type=CapacityType.ON_DEMAND,
         run_config=config,
         job_token=f"gpj_job-token-of-{job_id}",
         env=env or {},

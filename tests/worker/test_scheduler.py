@@ -11,12 +11,14 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import Principal
-from api.database import transaction
+from api.database import read_session, transaction
 from api.estimates import planning
 from api.models import ApiToken, Job, JobAttempt, SpotObservation, new_id
+from api.money import MICRO
 from api.placement.decisions import Defer, Place, Reject
 from api.placement.plan import Plan
 from api.settings import Settings
+from api.usage.repository import ledger_rows
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType, JobSpec
 from tests.worker.support import (
@@ -32,6 +34,9 @@ from tests.worker.support import (
     submit,
 )
 from worker import repository as repo
+from worker.launchers.base import Observation, ObservedState
+from worker.launching import launch_attempt
+from worker.reconciler import reconcile_once
 from worker.scheduler import ScheduleResult, _apply, schedule_once
 
 
@@ -75,8 +80,7 @@ def test_a_pending_job_is_placed_and_launched(
     [launched] = launcher.launches
     assert launched.attempt_id == attempt.id
     assert launched.job_id == job_id
-    assert launched.capacity_type == CapacityType.SPOT
-    assert launched.instance_type == attempt.instance_type
+    assert launched.placement == attempt.placement  # the attempt's placement, unchanged
     assert launched.team == "team-a"
     assert launched.run_config.job_id == job_id
     assert launched.run_config.attempt_id == attempt.id
@@ -101,7 +105,7 @@ def test_a_job_allowed_only_on_demand_gets_on_demand(
     [attempt] = attempts(session_factory, job_id)
     assert attempt.capacity_type == CapacityType.ON_DEMAND.value
     assert attempt.price_per_hour == attempt.on_demand_price_per_hour
-    assert launcher.launches[0].capacity_type == CapacityType.ON_DEMAND
+    assert launcher.launches[0].placement.capacity_type == CapacityType.ON_DEMAND
 
 
 def test_resources_no_offer_matches_fail_the_job_with_the_reason(
@@ -166,6 +170,54 @@ def test_a_claim_taken_over_by_another_pass_is_not_applied(
     assert unchanged.attempts_count == 0
     assert attempts(session_factory, job_id) == []
     assert len(events(session_factory, job_id)) == before
+
+
+def test_a_places_placement_is_what_the_attempt_the_launch_and_the_ledger_carry(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """One value from decision to bill: the Placement of the Place that decide() returned is,
+    field for field, the attempt row's, the LaunchRequest's and the usage ledger row's."""
+    launcher = RecordingLauncher()
+    clock = Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    job_id = submit(session_factory, principal(session_factory))
+    ours = new_id()
+    with transaction(session_factory) as session:
+        repo.claim_pending(session, token=ours, now=clock.now, ttl=timedelta(minutes=1), limit=1)
+    offer = next(o for o in cp.catalog.offers if o.on_demand_price and o.region)
+    plan = Plan(
+        offer=offer,
+        capacity_type=CapacityType.ON_DEMAND,
+        nodes=2,
+        price_per_hour=2 * (offer.on_demand_price or 0.0),
+        reservation_id=None,
+        checkpoint_every_seconds=600.0,
+        expected_cost=1.0,
+        expected_finish=clock.now + timedelta(hours=1),
+        p_meet_deadline=1.0,
+    )
+    placed = plan.placement
+    assert placed.offer_key == offer.key
+    result = ScheduleResult()
+
+    _apply(cp, Place(job_id=job_id, plan=plan, reason="test"), token=ours, result=result)
+    [attempt_id] = result.placed
+    launch_attempt(cp, attempt_id=attempt_id)
+    reconcile_once(cp)  # the launcher says it runs: the attempt starts
+    clock.advance(3600)
+    launcher.observations[handle_of(attempt_id)] = Observation(ObservedState.SUCCEEDED, 0)
+    reconcile_once(cp)  # it ended: closed and priced
+
+    [attempt] = attempts(session_factory, job_id)
+    assert attempt.placement == placed
+    [launched] = launcher.launches
+    assert launched.placement == placed
+    with read_session(session_factory) as session:
+        [row] = ledger_rows(
+            session, team_id=None, start=clock.now - timedelta(days=1), end=clock.now
+        )
+    assert row.placement == placed
+    assert attempt.cost_microusd == round(placed.price_per_hour * MICRO)  # one hour of it
 
 
 def test_a_live_claim_keeps_other_passes_off_the_job(
@@ -382,7 +434,7 @@ def test_a_gang_with_a_deadline_is_placed_as_estimated(
 def _preempt(session_factory: sessionmaker[Session], job_id: str, clock: Clock) -> JobAttempt:
     """The open attempt ends preempted before any checkpoint; the job is pending again."""
     with transaction(session_factory) as session:
-        attempt = repo.open_attempt_of(session, job_id=job_id)
+        attempt = repo.open_attempt(session, job_id=job_id, for_update=True)
         assert attempt is not None
         attempt.started_at = clock.now
         attempt.ended_at = clock.advance(2)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from api.placement import Placement
 from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from worker.launchers.base import LaunchRequest
@@ -45,14 +46,19 @@ def request(env: dict[str, str] | None = None, *, s3_endpoint: str | None = None
         attempt_number=1,
         job_name="tiny",
         team="team-a",
-        cloud="aws",
-        region="us-east-1",
-        zone="us-east-1a",
-        instance_type="g5.xlarge",
-        gpu_model="A10G",
+        placement=Placement(
+            cloud="aws",
+            region="us-east-1",
+            zone="us-east-1a",
+            instance_type="g5.xlarge",
+            gpu_model="A10G",
+            gpu_count=1,
+            nodes=1,
+            capacity_type=CapacityType.ON_DEMAND,
+            price_per_hour=1.0,
+            on_demand_price_per_hour=1.0,
+        ),
         gpus_per_node=1,
-        nodes=1,
-        capacity_type=CapacityType.ON_DEMAND,
         run_config=RunConfig.model_validate(
             {
                 "trainer": TrainerSpec.model_validate({"steps": 1}),

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from api.placement.plan import Placement
 from gpujobs.runtime import RunConfig
-from gpujobs.spec import CapacityType
 
 
 class ObservedState(StrEnum):
@@ -40,14 +40,8 @@ class LaunchRequest:
     attempt_number: int
     job_name: str
     team: str
-    cloud: str
-    region: str
-    zone: str
-    instance_type: str
-    gpu_model: str
-    gpus_per_node: int
-    nodes: int
-    capacity_type: CapacityType
+    placement: Placement  # the attempt's, as the scheduler placed it
+    gpus_per_node: int  # what the spec asks of each node (the trainer's world size)
     run_config: RunConfig
     job_token: str
     image: str | None = None

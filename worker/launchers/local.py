@@ -109,7 +109,7 @@ class LocalLauncher:
         except FileExistsError:
             return handle
         now = self.clock()
-        spot = request.capacity_type == CapacityType.SPOT and self.market is not None
+        spot = request.placement.capacity_type == CapacityType.SPOT and self.market is not None
         if spot and self.market is not None and not self.market.available(now):
             _write(directory / "no_capacity", "the simulated spot market has no capacity now")
             return handle
@@ -308,7 +308,7 @@ class LocalLauncher:
         return [directory]
 
     def _trainer_command(self, request: LaunchRequest) -> list[str]:
-        processes = request.nodes * request.gpus_per_node
+        processes = request.placement.nodes * request.gpus_per_node
         if processes == 1:
             return [self.trainer_python, "-m", "trainer"]
         return [

@@ -108,19 +108,20 @@ def attempt_labels(request: LaunchRequest, name: str) -> dict[str, str]:
         ATTEMPT_ID_LABEL: label_value(request.attempt_id),
         ATTEMPT_NUMBER_LABEL: str(request.attempt_number),
         TEAM_LABEL: label_value(request.team),
-        CAPACITY_TYPE_LABEL: request.capacity_type.value,
+        CAPACITY_TYPE_LABEL: request.placement.capacity_type.value,
         ATTEMPT_NAME_LABEL: name,
     }
 
 
 def attempt_annotations(request: LaunchRequest) -> dict[str, str]:
+    where = request.placement
     return {
         JOB_ID_LABEL: request.job_id,
         ATTEMPT_ID_LABEL: request.attempt_id,
         TEAM_LABEL: request.team,
         f"{LABEL_PREFIX}job-name": request.job_name,
         f"{LABEL_PREFIX}offer": "/".join(
-            [request.cloud, request.region, request.zone, request.instance_type]
+            [where.cloud, where.region, where.zone, where.instance_type]
         ),
     }
 
@@ -128,7 +129,7 @@ def attempt_annotations(request: LaunchRequest) -> dict[str, str]:
 def build_manifests(request: LaunchRequest, config: KubernetesLauncherConfig) -> AttemptManifests:
     name = job_name(request.attempt_id)
     labels = {**config.extra_labels, **attempt_labels(request, name)}
-    service = build_service(request, config, name, labels) if request.nodes > 1 else None
+    service = build_service(request, config, name, labels) if request.placement.nodes > 1 else None
     return AttemptManifests(
         job=build_job(request, config, name, labels),
         secret=build_secret(request, config, name, labels),
@@ -229,8 +230,8 @@ def build_job(
         ),
         spec=client.V1JobSpec(
             completion_mode="Indexed",
-            completions=request.nodes,
-            parallelism=request.nodes,
+            completions=request.placement.nodes,
+            parallelism=request.placement.nodes,
             backoff_limit=0,
             pod_failure_policy=pod_failure_policy(),
             ttl_seconds_after_finished=config.ttl_seconds_after_finished,
@@ -247,14 +248,14 @@ def build_job(
 def _pod_spec(
     request: LaunchRequest, config: KubernetesLauncherConfig, name: str
 ) -> client.V1PodSpec:
-    placement = config.capacity_profile.placement(request.capacity_type)
+    placement = config.capacity_profile.placement(request.placement.capacity_type)
     tolerations = [*config.tolerations, *placement.tolerations]
-    if request.capacity_type is CapacityType.SPOT:
+    if request.placement.capacity_type is CapacityType.SPOT:
         tolerations += config.spot_tolerations
     return client.V1PodSpec(
         restart_policy="Never",
         # Pod 0 becomes `<job>-0.<service>` in DNS only with the subdomain set.
-        subdomain=name if request.nodes > 1 else None,
+        subdomain=name if request.placement.nodes > 1 else None,
         node_selector=_node_selector(request, config, placement),
         affinity=_affinity(placement),
         tolerations=[_toleration(t) for t in dict.fromkeys(tolerations)] or None,
@@ -294,9 +295,9 @@ def _pod_spec(
 def _node_selector(
     request: LaunchRequest, config: KubernetesLauncherConfig, placement: CapacityPlacement
 ) -> dict[str, str]:
-    selector = {config.instance_type_label: request.instance_type, **placement.labels}
-    if config.zone_label and request.zone:
-        selector[config.zone_label] = request.zone
+    selector = {config.instance_type_label: request.placement.instance_type, **placement.labels}
+    if config.zone_label and request.placement.zone:
+        selector[config.zone_label] = request.placement.zone
     return selector
 
 
@@ -344,9 +345,9 @@ def supervisor_args(
 ) -> list[str]:
     # Pod 0's rank 0 hosts the rendezvous store; a single node talks to itself. The node rank
     # is the pod's completion index (JOB_COMPLETION_INDEX, set by the Job controller).
-    master = f"{name}-0.{name}" if request.nodes > 1 else "127.0.0.1"
+    master = f"{name}-0.{name}" if request.placement.nodes > 1 else "127.0.0.1"
     return [
-        f"--nnodes={request.nodes}",
+        f"--nnodes={request.placement.nodes}",
         f"--nproc-per-node={max(request.gpus_per_node, 1)}",
         f"--master-addr={master}",
         f"--master-port={config.master_port}",
