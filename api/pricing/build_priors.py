@@ -3,15 +3,18 @@
     python -m api.pricing.build_priors --data ../shared/data
 
 Per trace: preemption rate = available->unavailable transitions per available hour; MTTA = mean
-length of an unavailable run. Only GPU traces are used (the CPU preemption traces say little
-about GPU capacity). The default pools every trace. Each prior weighs at most MAX_PRIOR_HOURS of
-observation so that what the service itself observes can move it (posterior_rate).
+length of an unavailable run; the coefficients of variation of available and unavailable run
+lengths (runs cut by a trace's ends are left out), which the quote's availability model needs.
+Only GPU traces are used (the CPU preemption traces say little about GPU capacity). The default
+pools every trace. Each prior weighs at most MAX_PRIOR_HOURS of observation so that what the
+service itself observes can move it (posterior_rate).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +35,8 @@ class Stats:
     def __init__(self) -> None:
         self.up_hours = self.down_hours = 0.0
         self.preemptions = self.recoveries = 0
+        # Complete runs per state (available, unavailable): count, sum, sum of squares (hours).
+        self.runs: dict[bool, list[float]] = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}
 
     def add(self, values: list[int], gap_hours: float) -> None:
         avail = [v > 0 for v in values]
@@ -40,6 +45,20 @@ class Stats:
         for a, b in zip(avail, avail[1:], strict=False):
             self.preemptions += a and not b
             self.recoveries += b and not a
+        changes = [i for i in range(1, len(avail)) if avail[i] != avail[i - 1]]
+        for begin, end in zip(changes, changes[1:], strict=False):
+            run = self.runs[avail[begin]]
+            length = (end - begin) * gap_hours
+            run[0] += 1.0
+            run[1] += length
+            run[2] += length * length
+
+    def cv(self, up: bool) -> float:
+        n, total, squares = self.runs[up]
+        if n < 2:
+            return 1.0  # too few runs to say: memoryless
+        mean = total / n
+        return round(math.sqrt(max(0.0, squares / n - mean * mean)) / mean, 4)
 
     def prior(self) -> dict[str, float]:
         weight = min(1.0, MAX_PRIOR_HOURS / max(self.up_hours, 1e-9))
@@ -52,6 +71,8 @@ class Stats:
             "rate_per_hour": round(alpha / beta, 6),
             "mtta_hours": round(self.down_hours / max(self.recoveries, 1), 4),
             "availability": round(self.up_hours / total, 4) if total else 0.0,
+            "up_cv": self.cv(True),
+            "down_cv": self.cv(False),
             "observed_hours": round(total, 1),
         }
 

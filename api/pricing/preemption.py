@@ -22,6 +22,10 @@ class PreemptionPrior:
     beta: float  # Gamma rate: pseudo spot-hours
     mtta_hours: float  # mean time until spot is available again after it is lost
     availability: float  # long-run fraction of time spot is available
+    # Coefficients of variation of the lengths of available and unavailable runs: 1 is
+    # memoryless; the traces' runs are burstier (most spot time comes in a few long runs).
+    up_cv: float = 1.0
+    down_cv: float = 1.0
 
     @property
     def rate(self) -> float:
@@ -65,6 +69,8 @@ def _prior(raw: dict[str, float]) -> PreemptionPrior:
         float(raw["beta"]),
         float(raw["mtta_hours"]),
         float(raw["availability"]),
+        float(raw.get("up_cv", 1.0)),
+        float(raw.get("down_cv", 1.0)),
     )
 
 
