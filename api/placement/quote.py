@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from dataclasses import dataclass
 
 from api.placement.options import Option, interval
@@ -48,6 +49,9 @@ class Quote:
     expected_hours: float  # wall-clock hours to finish, mean
     p_meet_deadline: float  # share of runs that finish by the deadline (1 without one)
     spot_share: float  # share of billed hours on spot
+    # USD, the median run: what a job most likely costs. Spot costs are right-skewed (a few
+    # windows force on-demand), so most jobs land nearer this than the expected cost.
+    typical_cost: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +113,7 @@ def quote(
     if reserved is not None:
         hours = work + restart_hours
         meet = 1.0 if hours_left is None or hours <= hours_left else 0.0
-        return Quote(0.0, 0.0, hours, meet, 0.0)
+        return Quote(0.0, 0.0, hours, meet, 0.0, 0.0)
     if spot is None and on_demand is None:
         return None
     rng = random.Random(seed)
@@ -117,7 +121,7 @@ def quote(
     sims = [sim.run(spot_available_now, rng) for _ in range(runs)]
     costs = sorted(s[0] for s in sims)
     if any(math.isinf(c) for c in costs):
-        return Quote(math.inf, math.inf, math.inf, 0.0, 1.0)
+        return Quote(math.inf, math.inf, math.inf, 0.0, 1.0, math.inf)
     spot_hours = sum(s[3] for s in sims)
     billed = sum(s[4] for s in sims)
     return Quote(
@@ -126,6 +130,7 @@ def quote(
         expected_hours=sum(s[1] for s in sims) / runs,
         p_meet_deadline=sum(s[2] for s in sims) / runs,
         spot_share=spot_hours / billed if billed > 0 else 0.0,
+        typical_cost=statistics.median(costs),
     )
 
 
