@@ -113,6 +113,7 @@ def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
         spot_available_now=spot_now,
         restart_hours=snap.restart_hours,
         hours_left=hours_left,
+        step_hours=snap.step_hours,
     )
 
 

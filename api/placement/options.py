@@ -44,6 +44,10 @@ class Option:
     risk: Risk
     reservation: Reservation | None = None
     lifetime_hours: float = math.inf  # expected run until the job's gang is preempted
+    # Spot only: how bursty the pool is (coefficients of variation of its available and
+    # unavailable run lengths; 1 is memoryless), for the quote's availability model.
+    up_cv: float = 1.0
+    down_cv: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,8 @@ class Market:
                 (c.offer.spot_price or 0.0) * nodes,
                 self.risk(job, rate, c.prior.mtta_hours),
                 lifetime_hours=1.0 / rate if rate > 0 else math.inf,
+                up_cv=c.prior.up_cv,
+                down_cv=c.prior.down_cv,
             )
             holds = c.offer.key == held
             if not holds and job.spot_strikes >= SPOT_STRIKES and on_demand_allowed:

@@ -3,12 +3,21 @@
 A single option's expected cost (cost_model.evaluate) assumes the job stays on it to the end.
 The policy does not: it rides spot while the deadline's slack lasts, waits when spot is gone and
 slack allows, falls back to on-demand when the slack is down to its reserve, and returns to
-spot when that pays. This simulates exactly that rule (slack.choose, as decide() calls it) over a
-two-state availability model of the spot pool (available runs end at the pool's learned
-preemption rate for the whole gang; outages last its mean time to availability), many times with
-a fixed seed, so one snapshot always gives one quote. Preemptions lose the work since the last
-checkpoint (just the checkpoint when the trainer saves on the notice); every new attempt spends
-the restart time, billed.
+spot when that pays. This simulates exactly that rule (slack.choose, as decide() calls it, with
+decide()'s reaction time, restart time and reserve) over the spot pool's availability, many times
+with a fixed seed, so one snapshot always gives one quote.
+
+The pool alternates available and unavailable runs. Their means are the pool's learned
+preemption rate (for the whole gang) and its mean time to availability; their shapes are the
+pool's burstiness: in the traces a pool's run lengths vary two to three times more than a
+memoryless model's, most spot time coming in a few long runs between bursts of short ones. A
+memoryless model with the right means spreads preemptions evenly over every window, so it sends
+tight jobs to on-demand far more often than the pool does (measured on the traces: +30% on jobs
+that need 90% of their window). Runs are therefore drawn from a two-phase hyperexponential with
+the learned mean and coefficient of variation (balanced means; exponential at cv <= 1), and the
+run in progress at submit from its residual life, which is what "available now" tells.
+Preemptions lose the work since the last checkpoint (just the checkpoint when the trainer saves
+on the notice); every new attempt spends the restart time, billed.
 
 HOLD_PERCENTILE is what admission holds of a team's budget: a job costs more than its hold in
 about one run in ten, and the hold is released as the job spends it or ends.
@@ -18,17 +27,18 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from dataclasses import dataclass
 
 from api.placement.options import Option, interval
-from api.placement.slack import Choice, SlackView, choose
+from api.placement.slack import Choice, SlackView, choose, reserve
 from api.placement.snapshot import JobState
 
 RUNS = 128
 SEED = 20240
 HOLD_PERCENTILE = 0.9
-# Steps per simulated window: the quote's time resolution (coarser than decide()'s own tick on
-# long windows, which changes the quote by much less than its spread).
+# Steps per simulated window: the quote's time resolution where nothing forces a finer one
+# (waiting runs up to the reserve exactly; a coarser step only delays a return to spot).
 STEPS = 240
 
 
@@ -39,6 +49,47 @@ class Quote:
     expected_hours: float  # wall-clock hours to finish, mean
     p_meet_deadline: float  # share of runs that finish by the deadline (1 without one)
     spot_share: float  # share of billed hours on spot
+    # USD, the median run: what a job most likely costs. Spot costs are right-skewed (a few
+    # windows force on-demand), so most jobs land nearer this than the expected cost.
+    typical_cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Run lengths (hours) of one state of a spot pool: with probability `p` an exponential of
+    rate `fast`, else one of rate `slow`. The balanced-means fit of a mean and a coefficient of
+    variation; cv <= 1 is the exponential; an infinite mean is a run that never ends."""
+
+    p: float
+    fast: float
+    slow: float
+
+    @classmethod
+    def fit(cls, mean: float, cv: float) -> Runs:
+        if not math.isfinite(mean):
+            return cls(1.0, 0.0, 0.0)
+        mean = max(mean, 1e-6)
+        if cv <= 1.0:
+            return cls(1.0, 1.0 / mean, 1.0 / mean)
+        square = cv * cv
+        p = 0.5 * (1.0 + math.sqrt((square - 1.0) / (square + 1.0)))
+        return cls(p, 2.0 * p / mean, 2.0 * (1.0 - p) / mean)
+
+    def fresh(self, rng: random.Random) -> float:
+        """A run that starts now."""
+        rate = self.fast if rng.random() < self.p else self.slow
+        return rng.expovariate(rate) if rate > 0 else math.inf
+
+    def residual(self, rng: random.Random) -> float:
+        """The rest of the run in progress at a random instant: its phase is drawn by the time
+        each phase occupies (long runs are the likelier to be in progress), then memoryless."""
+        if self.fast <= 0:
+            return math.inf
+        fast_time = self.p / self.fast
+        slow_time = (1.0 - self.p) / self.slow if self.slow > 0 else math.inf
+        share = fast_time / (fast_time + slow_time) if math.isfinite(slow_time) else 0.0
+        rate = self.fast if rng.random() < share else self.slow
+        return rng.expovariate(rate) if rate > 0 else math.inf
 
 
 def quote(
@@ -50,25 +101,27 @@ def quote(
     spot_available_now: bool,
     restart_hours: float,
     hours_left: float | None,
+    step_hours: float | None = None,
     runs: int = RUNS,
     seed: int = SEED,
 ) -> Quote | None:
-    """The policy's quote for the job's remaining work; None when nothing could run it."""
+    """The policy's quote for the job's remaining work; None when nothing could run it.
+
+    `step_hours` is decide()'s reaction time (Snapshot.step_hours), which its safety net and
+    reserve allow for; None: the quote's own resolution."""
     work = job.remaining_hours
     if reserved is not None:
         hours = work + restart_hours
         meet = 1.0 if hours_left is None or hours <= hours_left else 0.0
-        return Quote(0.0, 0.0, hours, meet, 0.0)
+        return Quote(0.0, 0.0, hours, meet, 0.0, 0.0)
     if spot is None and on_demand is None:
         return None
     rng = random.Random(seed)
-    sims = [
-        _run(job, spot, on_demand, spot_available_now, restart_hours, hours_left, rng)
-        for _ in range(runs)
-    ]
+    sim = _Sim(job, spot, on_demand, restart_hours, hours_left, step_hours)
+    sims = [sim.run(spot_available_now, rng) for _ in range(runs)]
     costs = sorted(s[0] for s in sims)
     if any(math.isinf(c) for c in costs):
-        return Quote(math.inf, math.inf, math.inf, 0.0, 1.0)
+        return Quote(math.inf, math.inf, math.inf, 0.0, 1.0, math.inf)
     spot_hours = sum(s[3] for s in sims)
     billed = sum(s[4] for s in sims)
     return Quote(
@@ -77,156 +130,168 @@ def quote(
         expected_hours=sum(s[1] for s in sims) / runs,
         p_meet_deadline=sum(s[2] for s in sims) / runs,
         spot_share=spot_hours / billed if billed > 0 else 0.0,
+        typical_cost=statistics.median(costs),
     )
 
 
-def _run(
-    job: JobState,
-    spot: Option | None,
-    od: Option | None,
-    available: bool,
-    restart: float,
-    hours_left: float | None,
-    rng: random.Random,
-) -> tuple[float, float, bool, float, float]:
-    """One simulated run: (cost, hours to finish, met the deadline, spot hours, billed hours)."""
-    spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
-    od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
-    ckpt = job.checkpoint_cost_seconds / 3600.0
-    notice = job.spec.trainer.checkpoint.on_preemption
-    rate = spot.risk.preemption_rate if spot is not None else 0.0
-    mtta = max(spot.risk.mtta_hours, 1e-6) if spot is not None else 1.0
-    total_work = job.remaining_hours
-    window = hours_left if hours_left is not None else None
-    horizon = window if window is not None else max(24.0 * 30, 20.0 * total_work)
-    g = max(horizon / STEPS, 1.0 / 60.0)
-    initial_slack = (window - total_work - restart) if window is not None else 0.0
-    ratio = (
-        (od.price_per_hour / spot.price_per_hour) if spot and od and spot.price_per_hour else 1.0
-    )
+class _Sim:
+    """One job's quote set-up; run() is one simulated run of the policy."""
 
-    t = cost = spot_hours = billed = 0.0
-    work = total_work
-    on = Choice.WAIT
-    changeover = 0.0  # restart hours the current attempt still has to go through
-    since_ckpt = 0.0
-    # Time to the pool's next state change, drawn fresh per state (memoryless).
-    until_flip = rng.expovariate(rate) if available and rate > 0 else math.inf
-    if not available:
-        until_flip = rng.expovariate(1.0 / mtta)
-    limit = horizon * 4 if window is not None else horizon
-    while work > 1e-9:
-        if t >= limit:
-            # Never finishing within four windows (or a month without a deadline): finish the
-            # rest on the cheapest option's expected terms so the quote stays finite and honest.
-            fallback = od or spot
-            cost += work * (fallback.price_per_hour if fallback is not None else 0.0)
-            t += work
-            break
-        choice = _choose(
-            job,
-            spot,
-            od,
-            on,
-            available,
-            changeover,
-            work,
-            t,
-            window,
-            restart,
-            g,
-            initial_slack,
-            ratio,
+    def __init__(
+        self,
+        job: JobState,
+        spot: Option | None,
+        od: Option | None,
+        restart: float,
+        hours_left: float | None,
+        step_hours: float | None,
+    ) -> None:
+        self.job, self.spot, self.od, self.restart = job, spot, od, restart
+        self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
+        self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
+        self.ckpt = job.checkpoint_cost_seconds / 3600.0
+        self.notice = job.spec.trainer.checkpoint.on_preemption
+        rate = spot.risk.preemption_rate if spot is not None else 0.0
+        self.lifetime = 1.0 / rate if rate > 0 else math.inf
+        mtta = max(spot.risk.mtta_hours, 1e-6) if spot is not None else 1.0
+        self.up = Runs.fit(self.lifetime, spot.up_cv if spot is not None else 1.0)
+        self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
+        self.total_work = job.remaining_hours
+        self.left = hours_left
+        horizon = (
+            hours_left if hours_left is not None else max(24.0 * 30, 20.0 * job.remaining_hours)
         )
-        if choice is not on:
-            if choice is not Choice.WAIT:
-                changeover = restart
-            on = choice
-            since_ckpt = 0.0
-        if on is Choice.SPOT and not available:
-            on = Choice.WAIT
-        # Nothing the rule looks at changes while spot runs or while on-demand runs without spot
-        # to return to: jump to the pool's next change (the finish is caught below).
-        steady = (on is Choice.SPOT and available) or (on is Choice.ON_DEMAND and not available)
-        step = until_flip if steady and math.isfinite(until_flip) else min(g, until_flip)
-        if on is not Choice.WAIT:
-            option = spot if on is Choice.SPOT else od
-            price = option.price_per_hour if option is not None else 0.0
-            tau = spot_tau if on is Choice.SPOT else od_tau
-            run = step
-            cost += run * price
-            billed += run
-            if on is Choice.SPOT:
-                spot_hours += run
-            setup = min(changeover, run)
-            changeover -= setup
-            useful = (run - setup) / (1.0 + ckpt / tau) if math.isfinite(tau) else run - setup
-            if useful >= work:
-                finish_run = setup + work * (1.0 + (ckpt / tau if math.isfinite(tau) else 0.0))
-                cost -= (run - finish_run) * price
-                billed -= run - finish_run
-                if on is Choice.SPOT:
-                    spot_hours -= run - finish_run
-                t += finish_run
-                work = 0.0
+        self.horizon = horizon
+        self.stride = max(horizon / STEPS, 1.0 / 60.0)
+        self.g = step_hours if step_hours is not None else self.stride
+        # decide()'s view of the deadline: the window and slack from submission, as it computes
+        # them (policy._choice), so a job quoted after it started is judged as decide() will.
+        if hours_left is not None and job.deadline_at is not None:
+            self.window = (job.deadline_at - job.submitted_at).total_seconds() / 3600.0
+            total = max(job.spec.estimated_hours or 0.0, job.remaining_hours)
+            self.initial_slack = self.window - total - restart
+        else:
+            self.window = hours_left or 0.0
+            self.initial_slack = (hours_left or 0.0) - job.remaining_hours - restart
+        self.ratio = (
+            (od.price_per_hour / spot.price_per_hour)
+            if spot and od and spot.price_per_hour
+            else 1.0
+        )
+
+    def run(self, available: bool, rng: random.Random) -> tuple[float, float, bool, float, float]:
+        """(cost, hours to finish, met the deadline, spot hours, billed hours)."""
+        spot, od, restart = self.spot, self.od, self.restart
+        t = cost = spot_hours = billed = 0.0
+        work = self.total_work
+        on = Choice.WAIT
+        changeover = 0.0  # restart hours the current attempt still has to go through
+        since_ckpt = 0.0
+        until_flip = self.up.residual(rng) if available else self.down.residual(rng)
+        if spot is None:
+            available, until_flip = False, math.inf
+        limit = self.horizon * 4 if self.left is not None else self.horizon
+        while work > 1e-9:
+            if t >= limit:
+                # Never finishing within four windows (or a month without a deadline): finish
+                # the rest on the cheapest option's expected terms so the quote stays finite.
+                fallback = od or spot
+                cost += work * (fallback.price_per_hour if fallback is not None else 0.0)
+                t += work
                 break
-            work -= useful
-            since_ckpt = (since_ckpt + useful) % tau if math.isfinite(tau) else since_ckpt + useful
-        t += step
-        until_flip -= step
-        if until_flip <= 1e-12:
-            available = not available
-            if available:
-                until_flip = rng.expovariate(rate) if rate > 0 else math.inf
+            view = self._view(on, available, changeover, work, t)
+            choice = self._choose(on, available, view)
+            if choice is not on:
+                if choice is not Choice.WAIT:
+                    changeover = restart
+                on = choice
+                since_ckpt = 0.0
+            if on is Choice.SPOT and not available:
+                on = Choice.WAIT
+            # Nothing the rule looks at changes while spot runs or while on-demand runs without
+            # spot to return to: jump to the pool's next change (the finish is caught below).
+            steady = (on is Choice.SPOT and available) or (on is Choice.ON_DEMAND and not available)
+            tau = self.spot_tau if on is Choice.SPOT else self.od_tau
+            overhead = 1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0)
+            if steady:
+                # A pool that never changes: run to the finish at once.
+                step = min(until_flip, changeover + work * overhead + 1.0)
+            elif on is Choice.WAIT and view is not None:
+                # Wait exactly up to the reserve: slack falls an hour per hour waited while
+                # the reserve falls slower, so this step never passes the point to leave.
+                margin = view.hours_left - view.work_left - restart - self.g - reserve(view)
+                step = min(self.stride, until_flip, max(self.g, margin))
             else:
-                until_flip = rng.expovariate(1.0 / mtta)
+                step = min(self.stride, until_flip)
+            if on is not Choice.WAIT:
+                option = spot if on is Choice.SPOT else od
+                price = option.price_per_hour if option is not None else 0.0
+                run = step
+                cost += run * price
+                billed += run
                 if on is Choice.SPOT:
-                    # Preempted: the work since the last checkpoint is lost (only the save itself
-                    # when the trainer checkpoints on the notice).
-                    lost = ckpt if notice else since_ckpt
-                    work = min(total_work, work + lost)
-                    since_ckpt = 0.0
-                    on = Choice.WAIT
-    met = window is None or t <= window + 1e-9
-    return cost, t, met, spot_hours, billed
+                    spot_hours += run
+                setup = min(changeover, run)
+                changeover -= setup
+                useful = (run - setup) / overhead
+                if useful >= work:
+                    extra = run - (setup + work * overhead)
+                    cost -= extra * price
+                    billed -= extra
+                    if on is Choice.SPOT:
+                        spot_hours -= extra
+                    t += run - extra
+                    work = 0.0
+                    break
+                work -= useful
+                since_ckpt = (
+                    (since_ckpt + useful) % tau if math.isfinite(tau) else since_ckpt + useful
+                )
+            t += step
+            until_flip -= step
+            if until_flip <= 1e-12:
+                available = not available
+                if available:
+                    until_flip = self.up.fresh(rng)
+                else:
+                    until_flip = self.down.fresh(rng)
+                    if on is Choice.SPOT:
+                        # Preempted: the work since the last checkpoint is lost (only the save
+                        # itself when the trainer checkpoints on the notice).
+                        lost = self.ckpt if self.notice else since_ckpt
+                        work = min(self.total_work, work + lost)
+                        since_ckpt = 0.0
+                        on = Choice.WAIT
+        met = self.left is None or t <= self.left + 1e-9
+        return cost, t, met, spot_hours, billed
 
+    def _view(
+        self, on: Choice, available: bool, changeover: float, work: float, t: float
+    ) -> SlackView | None:
+        """decide()'s view of the deadline (policy._choice) in the simulated state."""
+        if self.left is None:
+            return None
+        return SlackView(
+            hours_left=self.left - t,
+            work_left=work,
+            on=on,
+            changeover_left=changeover,
+            spot_available=self.spot is not None and available,
+            restart_hours=self.restart,
+            step_hours=self.g,
+            initial_slack=self.initial_slack,
+            window_hours=self.window,
+            spot_lifetime_hours=self.lifetime,
+            price_ratio=self.ratio,
+        )
 
-def _choose(
-    job: JobState,
-    spot: Option | None,
-    od: Option | None,
-    on: Choice,
-    available: bool,
-    changeover: float,
-    work: float,
-    t: float,
-    window: float | None,
-    restart: float,
-    g: float,
-    initial_slack: float,
-    ratio: float,
-) -> Choice:
-    """decide()'s choice (policy._choice) in the simulated state."""
-    spot_ok = spot is not None and available
-    if od is None:
-        return Choice.SPOT if spot_ok else Choice.WAIT
-    if not spot_ok and (on is not Choice.WAIT or spot is None):
-        return Choice.ON_DEMAND
-    if window is None:
-        return Choice.SPOT if spot_ok else Choice.ON_DEMAND
-    rate = spot.risk.preemption_rate if spot is not None else 0.0
-    lifetime = 1.0 / rate if rate > 0 else math.inf
-    view = SlackView(
-        hours_left=window - t,
-        work_left=work,
-        on=on,
-        changeover_left=changeover,
-        spot_available=spot_ok,
-        restart_hours=restart,
-        step_hours=g,
-        initial_slack=initial_slack,
-        window_hours=window,
-        spot_lifetime_hours=lifetime,
-        price_ratio=ratio,
-    )
-    return choose(view)
+    def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:
+        """decide()'s choice (policy._choice) in the simulated state."""
+        spot_ok = self.spot is not None and available
+        if self.od is None:
+            return Choice.SPOT if spot_ok else Choice.WAIT
+        if not spot_ok and (on is not Choice.WAIT or self.spot is None):
+            return Choice.ON_DEMAND
+        if view is None:
+            return Choice.SPOT if spot_ok else Choice.ON_DEMAND
+        return choose(view)

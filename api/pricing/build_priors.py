@@ -10,7 +10,9 @@ pool the traces did not see is its nearest group's mean m with the strength the 
 zones supports: Gamma(kappa m, kappa), kappa = m / v, v the between-zone variance (method of
 moments, Poisson noise removed), so that a few hours of the service's own observations move it.
 A traced zone keeps its own record, capped at MAX_PRIOR_HOURS so that it can still drift.
-Availability is a Beta prior in pseudo-launches, fitted the same way.
+Availability is a Beta prior in pseudo-launches, fitted the same way. Each group also keeps the
+coefficients of variation of its available and unavailable run lengths (runs cut by a trace's
+ends left out; 1 is memoryless), which the quote's availability model needs.
 
 AWS catalog zones are zone ids (use1-az4); the traces name zones (us-east-1a). In the oldest
 regions (us-east-1 and us-west-2 among them) AWS maps names to ids per account and the data does
@@ -57,6 +59,8 @@ class Stats:
     def __init__(self) -> None:
         self.up_hours = self.down_hours = 0.0
         self.preemptions = self.recoveries = 0
+        # Complete runs per state (available, unavailable): count, sum, sum of squares (hours).
+        self.runs: dict[bool, list[float]] = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}
 
     def add(self, values: list[int], gap_hours: float, nodes: int) -> None:
         self.up_hours += sum(values) * gap_hours
@@ -64,12 +68,31 @@ class Stats:
         for a, b in zip(values, values[1:], strict=False):
             self.preemptions += max(0, a - b)
             self.recoveries += max(0, b - a)
+        avail = [v > 0 for v in values]
+        changes = [i for i in range(1, len(avail)) if avail[i] != avail[i - 1]]
+        for begin, end in zip(changes, changes[1:], strict=False):
+            run = self.runs[avail[begin]]
+            length = (end - begin) * gap_hours
+            run[0] += 1.0
+            run[1] += length
+            run[2] += length * length
 
     def merge(self, other: Stats) -> None:
         self.up_hours += other.up_hours
         self.down_hours += other.down_hours
         self.preemptions += other.preemptions
         self.recoveries += other.recoveries
+        for state in (True, False):
+            self.runs[state] = [
+                a + b for a, b in zip(self.runs[state], other.runs[state], strict=True)
+            ]
+
+    def cv(self, up: bool) -> float:
+        n, total, squares = self.runs[up]
+        if n < 2:
+            return 1.0  # too few runs to say: memoryless
+        mean = total / n
+        return round(math.sqrt(max(0.0, squares / n - mean * mean)) / mean, 4)
 
     @property
     def rate(self) -> float:
@@ -93,6 +116,8 @@ class Stats:
             "availability": round(avail, 4),
             "launch_a": round(avail * launches, 4),
             "launch_b": round((1.0 - avail) * launches, 4),
+            "up_cv": self.cv(True),
+            "down_cv": self.cv(False),
             "observed_hours": round(self.up_hours + self.down_hours, 1),
         }
 

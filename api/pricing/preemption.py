@@ -29,6 +29,10 @@ class PreemptionPrior:
     # Beta prior on a launch finding capacity, in pseudo-launches (0, 0: no launch data)
     launch_a: float = 0.0
     launch_b: float = 0.0
+    # Coefficients of variation of the lengths of available and unavailable runs: 1 is
+    # memoryless; the traces' runs are burstier (most spot time comes in a few long runs).
+    up_cv: float = 1.0
+    down_cv: float = 1.0
 
     @property
     def rate(self) -> float:
@@ -136,6 +140,8 @@ def _prior(raw: dict[str, float]) -> PreemptionPrior:
         float(raw["availability"]),
         float(raw.get("launch_a", 0.0)),
         float(raw.get("launch_b", 0.0)),
+        float(raw.get("up_cv", 1.0)),
+        float(raw.get("down_cv", 1.0)),
     )
 
 
