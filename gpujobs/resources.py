@@ -6,9 +6,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpujobs.spec import CapacityType, JobSpec
+from gpujobs.usage import MICRO
 
 T = TypeVar("T")
 
@@ -116,6 +117,23 @@ class Quote(BaseModel):
     p_meet_deadline: float = Field(ge=0, le=1, description="Share of runs done by the deadline.")
 
 
+class Placement(Resource):
+    """Where the job's latest attempt runs, or ran: what `ls` shows without fetching attempts."""
+
+    attempt: int = Field(ge=1, description="The attempt's number.")
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int = Field(ge=0, description="GPUs per node.")
+    nodes: int = Field(ge=1)
+    capacity_type: CapacityType
+    price_per_hour: float = Field(description="Price of all the attempt's nodes, USD/hour.")
+    started_at: datetime | None = None
+    ended_at: datetime | None = Field(None, description="None while the attempt holds capacity.")
+
+
 class Job(Resource):
     id: str
     team: str
@@ -132,6 +150,19 @@ class Job(Resource):
     resume_from_step: int | None = None
     progress: Progress | None = None
     quote: Quote | None = Field(None, description="The quote at submit; None: not quoted.")
+    placement: Placement | None = Field(None, description="The latest attempt; None: not placed.")
+    cost_microusd: int = Field(
+        0,
+        ge=0,
+        description="Spent so far, in micro-dollars: ended attempts at their recorded cost, a "
+        "running one at its price up to the response. The figure to show; do not re-add.",
+    )
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @property
+    def cost(self) -> float:
+        """USD, from `cost_microusd`."""
+        return self.cost_microusd / MICRO
 
 
 class ArtifactFile(BaseModel):
