@@ -235,9 +235,10 @@ def cmd_ls(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         render.print_json(jobs, out)
         return OK
+    ids = render.short_ids([j.id for j in jobs])
     rows = [
         (
-            j.id,
+            ids[j.id],
             j.name,
             j.team,
             j.status.value,

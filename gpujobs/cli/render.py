@@ -99,7 +99,9 @@ def event_line(event: JobEvent) -> str:
         return f"{attempt} running"
     if to == JobStatus.PREEMPTED:
         step = f" at step {d['step']}" if d.get("step") is not None else ""
-        return f"{attempt} preempted{step}{reason}"
+        # The scheduler's own move goes through PREEMPTED too; it is not the cloud's doing.
+        stopped = "stopped to move" if d.get("end_reason") == "migrated" else "preempted"
+        return f"{attempt} {stopped}{step}{reason}"
     if to == JobStatus.PENDING and event.from_status is not None:
         resume = d.get("resume_from_step")
         again = f"; will resume from step {resume}" if resume else ""
@@ -140,6 +142,19 @@ class LogLines:
             self.attempt = int(header.group(1))
             return
         self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
+
+
+def short_ids(ids: Sequence[str]) -> dict[str, str]:
+    """Each id as its first 13 characters (a UUIDv7's millisecond: what the API takes as a unique
+    start), or whole where two listed ids share them."""
+    starts = [job_id[:SHORT_ID] for job_id in ids]
+    return {
+        job_id: start if starts.count(start) == 1 else job_id
+        for job_id, start in zip(ids, starts, strict=True)
+    }
+
+
+SHORT_ID = 13
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:

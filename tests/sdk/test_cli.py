@@ -108,6 +108,16 @@ def test_ls_shows_resources_capacity_and_the_servers_cost(
     assert "1x T4" in row["tiny"] and "spot aws/use1-az1" in row["tiny"]
     assert "$0.0042" in row["tiny"].split()  # under a cent, not $0.00
     assert "1x A100|H100|L4" in row["queued"] and "$0.00" in row["queued"].split()
+    # Ids as short as the API takes them (a UUIDv7's millisecond), whole where two share it.
+    short = row["moved"].split()[0]
+    assert len(short) == 13 and ids["moved"].startswith(short)
+    assert json.loads(gpujobs("show", short, "--json")[1])["job"]["id"] == ids["moved"]
+    same_ms = ["01a23905-c91e-7a99-1", "01a23905-c91e-7a99-2", "01a23905-c91f-7a99-3"]
+    assert render.short_ids(same_ms) == {
+        same_ms[0]: same_ms[0],
+        same_ms[1]: same_ms[1],
+        same_ms[2]: "01a23905-c91f",
+    }
 
     code, out = gpujobs("ls", "--json")
     listed = {j["name"]: j for j in json.loads(out)}
@@ -167,6 +177,13 @@ def test_event_lines_say_where_the_job_went_and_why() -> None:
     preempted = event("PREEMPTED", "RUNNING", "spot capacity was reclaimed", attempt=2, step=32)
     assert render.event_line(preempted) == (
         "attempt 2 preempted at step 32: spot capacity was reclaimed"
+    )
+    moved = event(
+        "PREEMPTED", "RUNNING", "moved to cheaper or safer capacity", attempt=1, step=5,
+        end_reason="migrated",
+    )  # fmt: skip
+    assert render.event_line(moved) == (
+        "attempt 1 stopped to move at step 5: moved to cheaper or safer capacity"
     )
     again = event("PENDING", "PREEMPTED", "spot capacity was reclaimed", resume_from_step=30)
     assert "will resume from step 30" in render.event_line(again)
