@@ -6,9 +6,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from gpujobs.money import MICRO, cost_microusd
+from gpujobs.money import MICRO
 from gpujobs.spec import CapacityType, JobSpec
 
 T = TypeVar("T")
@@ -83,18 +83,6 @@ class JobAttempt(Resource):
     steps_lost: int | None = None
     created_at: datetime
 
-    def cost_microusd_by(self, now: datetime) -> int:
-        """What the attempt has cost by `now`, by the ledger's rule: its recorded cost once it
-        has one; until then its price for the time it has run (nothing before it started)."""
-        if self.cost is not None:
-            return round(self.cost * MICRO)  # the server's integer micro-dollars, recovered
-        if self.started_at is None:
-            return 0
-        end = self.ended_at or now
-        return cost_microusd(
-            price_per_hour=self.price_per_hour, started_at=self.started_at, ended_at=end
-        )
-
 
 class JobEvent(Resource):
     id: int
@@ -119,6 +107,23 @@ class Quote(BaseModel):
     p_meet_deadline: float = Field(ge=0, le=1, description="Share of runs done by the deadline.")
 
 
+class Placement(Resource):
+    """Where the job's latest attempt runs, or ran: what `ls` shows without fetching attempts."""
+
+    attempt: int = Field(ge=1, description="The attempt's number.")
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int = Field(ge=0, description="GPUs per node.")
+    nodes: int = Field(ge=1)
+    capacity_type: CapacityType
+    price_per_hour: float = Field(description="Price of all the attempt's nodes, USD/hour.")
+    started_at: datetime | None = None
+    ended_at: datetime | None = Field(None, description="None while the attempt holds capacity.")
+
+
 class Job(Resource):
     id: str
     team: str
@@ -135,6 +140,19 @@ class Job(Resource):
     resume_from_step: int | None = None
     progress: Progress | None = None
     quote: Quote | None = Field(None, description="The quote at submit; None: not quoted.")
+    placement: Placement | None = Field(None, description="The latest attempt; None: not placed.")
+    cost_microusd: int = Field(
+        0,
+        ge=0,
+        description="Spent so far, in micro-dollars: ended attempts at their recorded cost, a "
+        "running one at its price up to the response. The figure to show; do not re-add.",
+    )
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @property
+    def cost(self) -> float:
+        """USD, from `cost_microusd`."""
+        return self.cost_microusd / MICRO
 
 
 class ArtifactFile(BaseModel):

@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # httpx logs every progress POST at INFO: half a job's log would be its own reporting.
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         config = load_run_config(args.config)
         from trainer.loop import Trainer  # torch loads only once the config is known to be good

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from sqlalchemy.orm import Session
 
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.jobs import service, views
+from api.models import Job
 from gpujobs import resources as r
 from gpujobs.spec import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+
+def _views(session: Session, rows: Sequence[Job]) -> list[r.Job]:
+    """Jobs with their placement and cost so far, one query for any number of them."""
+    spends = service.spends(session, jobs=rows)
+    return [views.job(row, spends[row.id]) for row in rows]
+
+
+def _view(session: Session, row: Job) -> r.Job:
+    return _views(session, [row])[0]
 
 
 _LOCATION = {"description": "The job's URL.", "schema": {"type": "string"}}
@@ -55,7 +68,7 @@ def submit_job(
         admission=request.app.state.admission,
         workload_prefixes=request.app.state.settings.workload_prefixes_for(principal.team_name),
     )
-    body = views.job(submitted.job)
+    body = _view(session, submitted.job)
     session.commit()
     if submitted.created:
         request.app.state.nudge("schedule", submitted.job.id)
@@ -76,13 +89,13 @@ def list_jobs(
     rows, next_cursor = service.list_jobs(
         session, principal=principal, statuses=status or [], cursor=cursor, limit=limit
     )
-    page = r.Page[r.Job](items=[views.job(row) for row in rows], next_cursor=next_cursor)
+    page = r.Page[r.Job](items=_views(session, rows), next_cursor=next_cursor)
     return respond(page)
 
 
 @router.get("/{job_id}", response_model=r.Job)
 def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
-    return respond(views.job(service.get(session, principal=principal, job_id=job_id)))
+    return respond(_view(session, service.get(session, principal=principal, job_id=job_id)))
 
 
 @router.post("/{job_id}/cancel", response_model=r.Job)
@@ -90,7 +103,7 @@ def cancel_job(
     request: Request, job_id: str, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     job = service.cancel(session, principal=principal, job_id=job_id)
-    body = views.job(job)
+    body = _view(session, job)
     session.commit()
     request.app.state.nudge("reconcile", job.id)
     return respond(body)
@@ -113,6 +126,6 @@ def report_progress(
     job_id: str, report: r.ProgressReport, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     job = service.report_progress(session, principal=principal, job_id=job_id, report=report)
-    body = views.job(job)
+    body = _view(session, job)
     session.commit()
     return respond(body)

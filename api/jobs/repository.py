@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt, JobEvent
@@ -98,6 +99,39 @@ def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> 
     if for_update:
         query = query.with_for_update()
     return session.scalars(query).first()
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A job's latest attempt and what its attempts' recorded costs add up to."""
+
+    latest: JobAttempt
+    recorded_microusd: int
+
+
+def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
+    """Per job, in one query however many jobs (a list page): the latest attempt, and the sum
+    of the recorded costs (every ended attempt has one). Jobs never placed are absent."""
+    if not job_ids:
+        return {}
+    totals = (
+        select(
+            JobAttempt.job_id,
+            func.max(JobAttempt.number).label("last"),
+            func.coalesce(func.sum(JobAttempt.cost_microusd), 0).label("recorded"),
+        )
+        .where(JobAttempt.job_id.in_(job_ids))
+        .group_by(JobAttempt.job_id)
+        .subquery()
+    )
+    query = select(JobAttempt, totals.c.recorded).join(
+        totals, and_(JobAttempt.job_id == totals.c.job_id, JobAttempt.number == totals.c.last)
+    )
+    # PostgreSQL sums BIGINTs as NUMERIC: back to an exact int.
+    return {
+        attempt.job_id: Ledger(latest=attempt, recorded_microusd=int(recorded))
+        for attempt, recorded in session.execute(query)
+    }
 
 
 def counts_by_status(session: Session) -> dict[str, int]:

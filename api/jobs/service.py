@@ -19,6 +19,7 @@ from api.auth import Principal
 from api.errors import Conflict, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
+from api.money import cost_microusd
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -212,6 +213,36 @@ def list_jobs(
     )
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
     return rows[:limit], next_cursor
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a job view adds to the row: where it runs or ran last, and its cost so far."""
+
+    latest: JobAttempt | None = None
+    cost_microusd: int = 0
+
+
+def spend(ledger: repository.Ledger | None, *, now: datetime) -> Spend:
+    """Ended attempts at their recorded cost; the latest, while it holds capacity, at its price
+    up to `now` (only the latest attempt is ever open)."""
+    if ledger is None:
+        return Spend()
+    latest, total = ledger.latest, ledger.recorded_microusd
+    if latest.ended_at is None and latest.started_at is not None:
+        total += cost_microusd(
+            price_per_hour=latest.price_per_hour,
+            started_at=latest.started_at,
+            ended_at=max(now, latest.started_at),
+        )
+    return Spend(latest=latest, cost_microusd=total)
+
+
+def spends(session: Session, *, jobs: Sequence[Job]) -> dict[str, Spend]:
+    """Every job's spend, by job id, in one query for the lot."""
+    now = utcnow()
+    ledgers = repository.ledgers(session, job_ids=[job.id for job in jobs])
+    return {job.id: spend(ledgers.get(job.id), now=now) for job in jobs}
 
 
 def cancel(session: Session, *, principal: Principal, job_id: str) -> Job:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from api.jobs.service import Spend
 from api.models import Job, JobAttempt, JobEvent
 from api.money import MICRO
 from gpujobs import resources as r
 from gpujobs.spec import CapacityType, JobSpec
 
 
-def job(row: Job) -> r.Job:
+def job(row: Job, spend: Spend) -> r.Job:
     return r.Job(
         id=row.id,
         team=row.team.name,
@@ -25,6 +26,25 @@ def job(row: Job) -> r.Job:
         resume_from_step=row.resume_from_step,
         progress=r.Progress.model_validate(row.progress) if row.progress else None,
         quote=quote(row),
+        placement=None if spend.latest is None else placement(spend.latest),
+        cost_microusd=spend.cost_microusd,
+    )
+
+
+def placement(row: JobAttempt) -> r.Placement:
+    return r.Placement(
+        attempt=row.number,
+        cloud=row.cloud,
+        region=row.region,
+        zone=row.zone,
+        instance_type=row.instance_type,
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        nodes=row.nodes,
+        capacity_type=CapacityType(row.capacity_type),
+        price_per_hour=row.price_per_hour,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
     )
 
 

@@ -20,7 +20,10 @@ Preemptions lose the work since the last checkpoint (just the checkpoint when th
 on the notice); every new attempt spends the restart time, billed.
 
 HOLD_PERCENTILE is what admission holds of a team's budget: a job costs more than its hold in
-about one run in ten, and the hold is released as the job spends it or ends.
+about one run in ten, and the hold is released as the job spends it or ends. Never less than the
+expected cost, though: with a rare, costly tail (a few runs forced onto on-demand) the 90th
+percentile can sit below the mean, and holds summed over a team's jobs would then fall short of
+what those jobs are expected to spend.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api.placement.options import Option, interval
@@ -92,6 +96,12 @@ class Runs:
         return rng.expovariate(rate) if rate > 0 else math.inf
 
 
+def hold_of(costs: Sequence[float]) -> float:
+    """What budgets hold of sorted run costs: the HOLD_PERCENTILE quantile, at least the mean."""
+    percentile = costs[min(len(costs) - 1, math.ceil(HOLD_PERCENTILE * len(costs)) - 1)]
+    return max(percentile, sum(costs) / len(costs))
+
+
 def quote(
     job: JobState,
     *,
@@ -126,7 +136,7 @@ def quote(
     billed = sum(s[4] for s in sims)
     return Quote(
         expected_cost=sum(costs) / runs,
-        hold_cost=costs[min(runs - 1, math.ceil(HOLD_PERCENTILE * runs) - 1)],
+        hold_cost=hold_of(costs),
         expected_hours=sum(s[1] for s in sims) / runs,
         p_meet_deadline=sum(s[2] for s in sims) / runs,
         spot_share=spot_hours / billed if billed > 0 else 0.0,

@@ -212,7 +212,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             if event.id not in seen:
                 seen.add(event.id)
                 bar.note(f"{render.when(event.at, seconds=True)}  {render.event_line(event)}")
-        bar.update(current, render.cost_so_far(client.attempts(current.id)))
+        bar.update(current)
 
     try:
         job = client.wait(job.id, timeout=args.timeout, poll=args.poll, on_progress=on_progress)
@@ -221,7 +221,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         render.print_json(job, out)
     else:
-        reason = f" ({job.status_reason})" if job.status_reason else ""
+        reason = render.reason_text(job)
         out.write(f"{job.id}  {job.name}  {job.status.value}{reason}\n")
     return OK if job.status == JobStatus.SUCCEEDED else JOB_NOT_SUCCEEDED
 
@@ -235,21 +235,25 @@ def cmd_ls(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         render.print_json(jobs, out)
         return OK
+    ids = render.short_ids([j.id for j in jobs])
     rows = [
         (
-            j.id,
+            ids[j.id],
             j.name,
             j.team,
             j.status.value,
             render.progress_text(j),
+            render.resources_text(j),
+            render.capacity_text(j.placement),
+            render.money(j.cost),
             j.attempts,
             j.preemptions,
             render.when(j.created_at),
         )
         for j in jobs
     ]
-    headers = ("ID", "NAME", "TEAM", "STATUS", "PROGRESS", "ATTEMPTS", "PREEMPTED", "CREATED")
-    render.table(headers, rows, out)
+    headers = ("ID", "NAME", "TEAM", "STATUS", "PROGRESS", "RESOURCES", "CAPACITY", "COST")
+    render.table((*headers, "ATTEMPTS", "PREEMPTED", "CREATED"), rows, out)
     return OK
 
 
@@ -263,7 +267,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         ("id", job.id),
         ("name", job.name),
         ("team", job.team),
-        ("status", job.status.value + (f" ({job.status_reason})" if job.status_reason else "")),
+        ("status", job.status.value + render.reason_text(job)),
         ("progress", render.progress_text(job)),
         ("created", render.when(job.created_at)),
         ("deadline", render.when(job.deadline_at)),
@@ -271,10 +275,9 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         ("preemptions", job.preemptions),
         ("restarts", job.restarts),
         ("resume from step", job.resume_from_step),
-        (
-            "cost" if job.status.terminal else "cost so far",
-            render.money(render.cost_so_far(attempts)),
-        ),
+        ("resources", render.resources_text(job)),
+        ("placement", render.placement_text(job.placement)),
+        ("cost" if job.status.terminal else "cost so far", render.money(job.cost)),
     ]
     for name, value in fields:
         out.write(f"{name + ':':<18}{'-' if value is None else value}\n")
@@ -283,10 +286,10 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         rows = [
             (
                 a.number,
-                a.capacity_type.value,
+                a.capacity_type.value.replace("_", "-"),
                 a.instance_type,
                 a.zone,
-                f"{a.gpu_count}x{a.nodes}",
+                f"{a.gpu_count}x {a.gpu_model}" + (f" x{a.nodes}" if a.nodes > 1 else ""),
                 render.money(a.price_per_hour),
                 render.when(a.started_at),
                 render.when(a.ended_at),

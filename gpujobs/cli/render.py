@@ -11,9 +11,8 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from gpujobs.money import MICRO
 from gpujobs.plans import Plan
-from gpujobs.resources import Job, JobAttempt, JobEvent, JobStatus, Quote
+from gpujobs.resources import Job, JobEvent, JobStatus, Placement, Quote
 
 
 def money(usd: float | None) -> str:
@@ -30,6 +29,15 @@ def money(usd: float | None) -> str:
     return f"-${text}" if usd < 0 else f"${text}"
 
 
+ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def reason_text(job: Job) -> str:
+    """` (why)` after a status, unless the reason only repeats the status ("RUNNING (running)")."""
+    reason = job.status_reason
+    return "" if not reason or reason.lower() == job.status.value.lower() else f" ({reason})"
+
+
 def when(value: datetime | None, *, seconds: bool = False) -> str:
     if value is None:
         return "-"
@@ -37,10 +45,15 @@ def when(value: datetime | None, *, seconds: bool = False) -> str:
 
 
 def event_figures(data: dict[str, Any]) -> str:
-    """An event's figures on one line: `key=value`, floats rounded for reading."""
+    """An event's figures on one line: `key=value`, floats rounded and times to the second for
+    reading; the attempt's id is left out where its number is there (`show` lists attempts)."""
     parts = []
     for key, value in data.items():
-        if isinstance(value, float):
+        if key == "attempt_id" and "attempt" in data:
+            continue
+        if isinstance(value, str) and ISO_TIME.match(value):
+            value = when(datetime.fromisoformat(value), seconds=True).replace(" ", "T")
+        elif isinstance(value, float):
             value = f"{value:.4g}"
         elif isinstance(value, dict | list):
             value = json.dumps(value, separators=(",", ":"))
@@ -86,7 +99,9 @@ def event_line(event: JobEvent) -> str:
         return f"{attempt} running"
     if to == JobStatus.PREEMPTED:
         step = f" at step {d['step']}" if d.get("step") is not None else ""
-        return f"{attempt} preempted{step}{reason}"
+        # The scheduler's own move goes through PREEMPTED too; it is not the cloud's doing.
+        stopped = "stopped to move" if d.get("end_reason") == "migrated" else "preempted"
+        return f"{attempt} {stopped}{step}{reason}"
     if to == JobStatus.PENDING and event.from_status is not None:
         resume = d.get("resume_from_step")
         again = f"; will resume from step {resume}" if resume else ""
@@ -129,6 +144,19 @@ class LogLines:
         self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
 
 
+def short_ids(ids: Sequence[str]) -> dict[str, str]:
+    """Each id as its first 13 characters (a UUIDv7's millisecond: what the API takes as a unique
+    start), or whole where two listed ids share them."""
+    starts = [job_id[:SHORT_ID] for job_id in ids]
+    return {
+        job_id: start if starts.count(start) == 1 else job_id
+        for job_id, start in zip(ids, starts, strict=True)
+    }
+
+
+SHORT_ID = 13
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
     cells = [[("-" if c is None else str(c)) for c in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
@@ -157,10 +185,36 @@ def progress_text(job: Job) -> str:
     return f"step {p.step}"
 
 
-def cost_so_far(attempts: Sequence[JobAttempt], now: datetime | None = None) -> float:
-    """Closed attempts at their recorded cost; a running one at its price up to now (USD)."""
-    now = now or datetime.now(UTC)
-    return sum(attempt.cost_microusd_by(now) for attempt in attempts) / MICRO
+def resources_text(job: Job) -> str:
+    """GPUs x model (x nodes): what the job runs on once placed, what it asked for before."""
+    p = job.placement
+    if p is not None:
+        gpus, model, nodes = p.gpu_count, p.gpu_model, p.nodes
+    else:
+        wanted = job.spec.resources
+        gpus, nodes = wanted.gpus_per_node, wanted.nodes
+        model = "|".join(wanted.gpu_models) if wanted.gpu_models else "any GPU"
+    return f"{gpus}x {model}" + (f" x{nodes} nodes" if nodes > 1 else "")
+
+
+def capacity_text(placement: Placement | None) -> str:
+    """The latest attempt's capacity and zone, e.g. `spot aws/use1-az1`."""
+    if placement is None:
+        return "-"
+    return f"{placement.capacity_type.value.replace('_', '-')} {placement.cloud}/{placement.zone}"
+
+
+def placement_text(placement: Placement | None) -> str:
+    """Where the latest attempt runs or ran, in full."""
+    if placement is None:
+        return "not placed yet"
+    state = "running" if placement.ended_at is None else "ended"
+    return (
+        f"attempt {placement.attempt} ({state}): {placement.cloud} "
+        f"{placement.region}/{placement.zone}, {placement.nodes}x {placement.instance_type}, "
+        f"{placement.capacity_type.value.replace('_', '-')} at "
+        f"{money(placement.price_per_hour)}/h"
+    )
 
 
 class ProgressBar:
@@ -173,7 +227,7 @@ class ProgressBar:
         self.last = ""
         self.last_state: tuple[object, ...] = ()
 
-    def update(self, job: Job, cost: float) -> None:
+    def update(self, job: Job) -> None:
         p = job.progress
         if p is not None and p.total_steps:
             done = min(1.0, p.step / p.total_steps)
@@ -186,8 +240,10 @@ class ProgressBar:
             steps = "starting: the trainer has not reported a step yet"
         else:
             steps = "waiting for the first progress report"
-        line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(cost)}"
-        state = (job.status, p.step if p else None, job.attempts)
+        line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(job.cost)}"
+        # Off a terminal (a log, a pipe, CI) a line per tenth of the steps, not per report.
+        tenth = None if p is None else (10 * p.step // p.total_steps if p.total_steps else p.step)
+        state = (job.status, tenth, job.attempts)
         if self.tty:
             self.out.write("\r" + line.ljust(len(self.last)))
             self.out.flush()

@@ -248,6 +248,14 @@ def test_a_team_works_its_jobs_from_the_console(console: Console, tmp_path: Path
         assert len(first) == 25
         assert first[:2] == [["gpt-finetune", "RUNNING"], ["tokenizer-oom", "FAILED"]]
         assert {status for _, status in first} == {*BATCH_STATUSES, "RUNNING", "FAILED"}
+        # Resources, capacity and cost come from the job as the server sums it, not the page.
+        cells = page.js(
+            f"[...{JOB_ROWS}].slice(0, 2).map(r => [...r.cells].map(c => c.textContent))"
+        )
+        assert cells[0][4:7] == ["1× A10G", "on-demand · use1-az1", cells[0][6]]
+        assert cells[1][4:7] == ["1× A10G", "spot · use1-az4", "$0.03"]  # 34,000 micro-dollars
+        spent = page.js(f"{JOB_ROWS}[0].cells[6].dataset.microusd")
+        assert int(spent) >= 175_500 + 1.006 * 29 / 60 * 1e6  # attempt 1 + 29 min on demand
         keep_screenshot(page, "dashboard-jobs.png", height=1000)
         click(page, "#page-next")
         page.wait_for("document.getElementById('page-label').textContent === 'page 2'")
@@ -297,7 +305,7 @@ def test_a_team_works_its_jobs_from_the_console(console: Console, tmp_path: Path
         # 40 of the 1240 steps attempt 1 ran (0 to 1200 + 40) were lost: 40/1240 of $0.1755.
         assert "40 steps · ≈$0.0057 of compute" in facts
         assert attempts[0][11] == "$0.18" and attempts[1][11].startswith("≈$")  # still running
-        assert "Cost so far" in facts
+        assert "Cost so far" in facts and "on-demand at $1.01/h" in facts
         events = page.js("document.getElementById('events').textContent")
         assert "spot instance reclaimed at step 1240" in events
         assert '"steps_lost": 40' in events

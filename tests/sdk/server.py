@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,6 +38,21 @@ class LiveApi:
     session_factory: sessionmaker[Session]
     attempts_root: Path
     admin_token: str = ADMIN_TOKEN
+
+    def add_attempt(self, job_id: str, number: int, **fields: Any) -> None:
+        """Record the job's attempt `number` as the scheduler would (by default one T4, on
+        demand, in aws use1-az1, not started); `fields` override any column."""
+        with transaction(self.session_factory) as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            columns: dict[str, Any] = dict(
+                cloud="aws", region="us-east-1", zone="use1-az1", instance_type="g4dn.xlarge",
+                gpu_model="T4", gpu_count=1, capacity_type="on_demand", nodes=1,
+                price_per_hour=0.526, on_demand_price_per_hour=0.526,
+            )  # fmt: skip
+            columns.update(fields)
+            session.add(JobAttempt(job_id=job.id, team_id=job.team_id, number=number, **columns))
+            job.attempts_count = number
 
     def finish_with_log(self, job_id: str, log: str) -> None:
         """Give the job one attempt that ran and succeeded, its output where the local launcher

@@ -8,11 +8,12 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from api.models import utcnow
 from gpujobs.cli import main, render
 from gpujobs.cli.render import ProgressBar, money
 from gpujobs.client import Client, load_spec
@@ -73,6 +74,69 @@ def test_submit_ls_show_cancel(env: dict[str, str]) -> None:
     assert json.loads(out)["job"]["id"] == job_id and json.loads(out)["attempts"] == []
 
 
+def test_ls_shows_resources_capacity_and_the_servers_cost(
+    env: dict[str, str], api: LiveApi
+) -> None:
+    ids = {}
+    for name, example in (("moved", GPT_SMALL), ("tiny", GPT_SMALL), ("queued", GPT_SMALL)):
+        spec = load_spec(example).model_copy(update={"name": name})
+        with Client() as gj:
+            ids[name] = gj.submit(spec).id
+    now = utcnow()
+    api.add_attempt(
+        ids["moved"], 1, capacity_type="spot", zone="use1-az2", gpu_model="A100", nodes=2,
+        started_at=now - timedelta(hours=2), ended_at=now - timedelta(hours=1),
+        end_reason="preempted", cost_microusd=1_234_567,
+    )  # fmt: skip
+    api.add_attempt(
+        ids["moved"], 2, gpu_model="A100", nodes=2, price_per_hour=2.0,
+        started_at=now - timedelta(hours=1),
+    )  # fmt: skip
+    api.add_attempt(
+        ids["tiny"], 1, capacity_type="spot", started_at=now - timedelta(seconds=30),
+        ended_at=now, end_reason="succeeded", cost_microusd=4_200,
+    )  # fmt: skip
+
+    code, out = gpujobs("ls")
+    header, *lines = out.splitlines()
+    assert code == 0
+    assert header.split()[4:8] == ["PROGRESS", "RESOURCES", "CAPACITY", "COST"]
+    row = {line.split()[1]: line for line in lines}
+    # $1.234567 recorded + an hour on demand at $2/h so far, summed by the server.
+    assert "1x A100 x2 nodes" in row["moved"] and "on-demand aws/use1-az1" in row["moved"]
+    assert "$3.23" in row["moved"].split()
+    assert "1x T4" in row["tiny"] and "spot aws/use1-az1" in row["tiny"]
+    assert "$0.0042" in row["tiny"].split()  # under a cent, not $0.00
+    assert "1x A100|H100|L4" in row["queued"] and "$0.00" in row["queued"].split()
+    # Ids as short as the API takes them (a UUIDv7's millisecond), whole where two share it.
+    short = row["moved"].split()[0]
+    assert len(short) == 13 and ids["moved"].startswith(short)
+    assert json.loads(gpujobs("show", short, "--json")[1])["job"]["id"] == ids["moved"]
+    same_ms = ["01a23905-c91e-7a99-1", "01a23905-c91e-7a99-2", "01a23905-c91f-7a99-3"]
+    assert render.short_ids(same_ms) == {
+        same_ms[0]: same_ms[0],
+        same_ms[1]: same_ms[1],
+        same_ms[2]: "01a23905-c91f",
+    }
+
+    code, out = gpujobs("ls", "--json")
+    listed = {j["name"]: j for j in json.loads(out)}
+    assert listed["tiny"]["cost_microusd"] == 4_200 and listed["queued"]["placement"] is None
+    assert listed["moved"]["placement"]["capacity_type"] == "on_demand"
+    assert 3_234_567 <= listed["moved"]["cost_microusd"] < 3_334_567
+
+    # A job still running costs "so far"; one that ended simply costs.
+    _, out = gpujobs("show", "moved")
+    assert "cost so far:" in out and "on-demand at $2.00/h" in out
+    with Client() as gj:
+        gj.cancel(ids["tiny"])
+    _, out = gpujobs("show", "tiny")
+    assert "cost so far" not in out
+    assert [line.split() for line in out.splitlines() if line.startswith("cost:")] == [
+        ["cost:", "$0.0042"]
+    ]
+
+
 def test_submit_wait_exits_1_when_the_job_is_cancelled(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,6 +177,13 @@ def test_event_lines_say_where_the_job_went_and_why() -> None:
     preempted = event("PREEMPTED", "RUNNING", "spot capacity was reclaimed", attempt=2, step=32)
     assert render.event_line(preempted) == (
         "attempt 2 preempted at step 32: spot capacity was reclaimed"
+    )
+    moved = event(
+        "PREEMPTED", "RUNNING", "moved to cheaper or safer capacity", attempt=1, step=5,
+        end_reason="migrated",
+    )  # fmt: skip
+    assert render.event_line(moved) == (
+        "attempt 1 stopped to move at step 5: moved to cheaper or safer capacity"
     )
     again = event("PENDING", "PREEMPTED", "spot capacity was reclaimed", resume_from_step=30)
     assert "will resume from step 30" in render.event_line(again)
@@ -217,15 +288,43 @@ def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:
             "created_at": "2025-01-01T00:00:00Z",
             "updated_at": "2025-01-01T00:00:00Z",
             "attempts": 2,
+            "cost_microusd": 1_500_000,
         }
     )
     job.progress = Progress(step=120, total_steps=200)
-    bar.update(job, 1.5)
+    bar.update(job)
     bar.finish()
     text = screen.getvalue()
     assert text.startswith("\r") and text.endswith("\n")
     assert "[######....] 120/200 steps  60%" in text
     assert "attempts 2" in text and "$1.50" in text
+
+
+def test_off_a_terminal_the_bar_writes_a_line_per_tenth_not_per_report() -> None:
+    log = io.StringIO()
+    bar = ProgressBar(log)
+    job = Job.model_validate(
+        {
+            "id": "j", "team": "t", "name": "n", "status": JobStatus.RUNNING,
+            "spec": {"name": "n", "trainer": {"steps": 200}},
+            "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+        }
+    )  # fmt: skip
+    for step in range(0, 201, 4):
+        job.progress = Progress(step=step, total_steps=200)
+        bar.update(job)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 11 and "0/200" in lines[0] and "200/200" in lines[-1]
+
+
+def test_event_figures_read_without_ids_and_microseconds() -> None:
+    figures = render.event_figures(
+        {"attempt_id": "01a23905-c9af", "attempt": 2, "p_meet_deadline": 0.88861,
+         "expected_finish": "2026-12-02T23:43:03.517654+00:00", "offer": "aws:use1-az1"}
+    )  # fmt: skip
+    assert figures == (
+        "attempt=2 p_meet_deadline=0.8886 expected_finish=2026-12-02T23:43:03 offer=aws:use1-az1"
+    )
 
 
 def test_the_console_script_runs_as_a_module(env: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from gpujobs.resources import ProgressReport
 from gpujobs.runtime import ENV_JOB_TOKEN
-from tests.trainer.trainer_runs import free_port, run_config, run_in_process
+from tests.trainer.trainer_runs import TrainerProcess, free_port, run_config, run_in_process
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -62,3 +62,13 @@ def test_an_unreachable_api_never_stops_training(tmp_path: Path) -> None:
     config["progress_every_s"] = 0.01
     result, _ = run_in_process(config, environ={ENV_JOB_TOKEN: "t"})
     assert result.exit_code == 0 and result.step == 5
+
+
+def test_the_log_is_not_the_trainers_own_reporting(tmp_path: Path, api: tuple[str, list]) -> None:
+    url, received = api
+    config = {**run_config(str(tmp_path / "ckpt"), steps=8), "api_url": url, "job_id": "job-8"}
+    config["progress_every_s"] = 0.01
+    run = TrainerProcess(config, tmp_path / "run", env={ENV_JOB_TOKEN: "secret"})
+    assert run.wait() == 0
+    assert received, "reports were posted"
+    assert "HTTP Request" not in run.stderr() and "httpx" not in run.stderr()

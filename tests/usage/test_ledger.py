@@ -9,9 +9,6 @@ from typing import Any
 from api.money import cost_microusd
 from api.placement import Placement
 from api.usage.ledger import LedgerRow, aggregate
-from gpujobs.cli.render import cost_so_far
-from gpujobs.money import MICRO
-from gpujobs.resources import JobAttempt
 from gpujobs.spec import CapacityType
 from gpujobs.usage import UsageGroupBy
 
@@ -171,38 +168,3 @@ def test_an_attempt_ended_by_a_configuration_error_is_wasted_in_full() -> None:
         group_by=UsageGroupBy.DAY,
     )
     assert [d.wasted_cost_microusd for d in days] == [1_000_000, 1_000_000]
-
-
-def test_the_cli_counts_attempts_as_the_ledger_does() -> None:
-    """The CLI's "cost so far" (contract JobAttempts) is the usage ledger's figure, to the
-    micro-dollar: a closed attempt at its recorded cost, a running one by the same rule."""
-    now = T0 + timedelta(seconds=4321, microseconds=987)
-    closed = row(
-        price_per_hour=2.5, ended_at=T0 + 90 * timedelta(minutes=1), cost_microusd=3_750_001
-    )
-    running = row(price_per_hour=3.7, ended_at=None, gpu_count=2)
-    ledger = total([closed, running], now=now).cost_microusd
-
-    def wire(r: LedgerRow) -> JobAttempt:
-        p = r.placement
-        return JobAttempt(
-            id="a",
-            job_id=r.job_id,
-            number=1,
-            cloud=p.cloud,
-            region=p.region,
-            zone=p.zone,
-            instance_type=p.instance_type,
-            gpu_model=p.gpu_model,
-            gpu_count=p.gpu_count,
-            capacity_type=p.capacity_type,
-            nodes=p.nodes,
-            price_per_hour=p.price_per_hour,
-            started_at=r.started_at,
-            ended_at=r.ended_at,
-            cost=None if r.cost_microusd is None else r.cost_microusd / MICRO,
-            created_at=T0,
-        )
-
-    shown = cost_so_far([wire(closed), wire(running)], now)
-    assert round(shown * MICRO) == ledger

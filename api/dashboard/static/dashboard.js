@@ -65,6 +65,7 @@ function showSignedIn() {
 // ---- formatting ----------------------------------------------------------------------------
 
 function money(microusd) {
+  if (microusd > 0 && microusd < 10000) return "$" + (microusd / 1e6).toPrecision(2); // not $0.00
   const negative = microusd < 0;
   const cents = Math.round(Math.abs(microusd) / 10000);
   const dollars = Math.floor(cents / 100);
@@ -275,13 +276,16 @@ function renderJobs(jobs) {
     cell(row, job.team);
     cell(row, badge(job.status));
     cell(row, progressOf(job.progress));
+    cell(row, resourcesOf(job));
+    cell(row, capacityOf(job.placement));
+    cell(row, money(job.cost_microusd), true).dataset.microusd = String(job.cost_microusd);
     cell(row, String(job.attempts), true);
     cell(row, String(job.preemptions), true);
     cell(row, when(job.created_at));
     cell(row, when(job.updated_at));
     body.appendChild(row);
   }
-  if (!jobs.length) body.appendChild(rowOf(empty("No jobs match."), 8));
+  if (!jobs.length) body.appendChild(rowOf(empty("No jobs match."), 11));
   $("jobs-updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
@@ -345,10 +349,25 @@ function progressText(p) {
   return text;
 }
 
-function placement(attempt) {
-  if (!attempt) return "not placed yet";
-  return `${attempt.cloud} ${attempt.region} / ${attempt.zone} · ${attempt.instance_type} · ` +
-    `${attempt.capacity_type.replace("_", "-")} at ${dollars(attempt.price_per_hour)}/h`;
+// Where the latest attempt runs or ran: the job's `placement`, as the server reports it.
+function placement(p) {
+  if (!p) return "not placed yet";
+  return `${p.cloud} ${p.region} / ${p.zone} · ${p.instance_type} · ` +
+    `${p.capacity_type.replace("_", "-")} at ${dollars(p.price_per_hour)}/h`;
+}
+
+// GPUs × model (× nodes): as placed, or as asked for before the first placement.
+function resourcesOf(job) {
+  const p = job.placement;
+  const r = job.spec.resources || {};
+  const gpus = p ? p.gpu_count : r.gpus_per_node || 1;
+  const model = p ? p.gpu_model : (r.gpu_models || []).join("|") || "any GPU";
+  const nodes = p ? p.nodes : r.nodes || 1;
+  return `${gpus}× ${model}` + (nodes > 1 ? ` × ${nodes} nodes` : "");
+}
+
+function capacityOf(p) {
+  return p ? `${p.capacity_type.replace("_", "-")} · ${p.zone}` : "–";
 }
 
 // An attempt's cost: recorded once it ended, estimated from its price while it runs.
@@ -356,7 +375,7 @@ function attemptCost(a) {
   if (a.cost !== null && a.cost !== undefined) return { value: a.cost, estimate: false };
   const took = a.ended_at ? null : hoursBetween(a.started_at, null);
   if (took === null) return { value: null, estimate: false };
-  return { value: took * a.price_per_hour * (a.nodes || 1), estimate: true };
+  return { value: took * a.price_per_hour, estimate: true }; // the price covers every node
 }
 
 function costText({ value, estimate }) {
@@ -377,8 +396,6 @@ function lostCost(attempts) {
 }
 
 function renderJobFacts(job, attempts) {
-  const costs = attempts.map(attemptCost);
-  const cost = { value: costs.reduce((sum, c) => sum + (c.value || 0), 0), estimate: costs.some((c) => c.estimate) };
   const lost = attempts.reduce((sum, a) => sum + (a.steps_lost || 0), 0);
   const p = job.progress;
   const checkpoint = p && p.checkpoint_step !== null && p.checkpoint_step !== undefined;
@@ -390,8 +407,9 @@ function renderJobFacts(job, attempts) {
     fact("Last checkpoint", checkpoint ? "step " + p.checkpoint_step : "–"),
     fact("Deadline", job.deadline_at ? when(job.deadline_at) : "none"),
     fact("Attempts", `${job.attempts} (${job.restarts} restarts, ${job.preemptions} preemptions)`),
-    fact("Placement", placement(attempts[attempts.length - 1])),
-    fact(TERMINAL.includes(job.status) ? "Cost" : "Cost so far", costText(cost)),
+    fact("Placement", placement(job.placement)),
+    // The server's sum in micro-dollars (a running attempt up to the response), not re-added.
+    fact(TERMINAL.includes(job.status) ? "Cost" : "Cost so far", money(job.cost_microusd)),
     fact("Lost work", `${lost} steps` + (lost ? ` · ≈${dollars(lostCost(attempts))} of compute` : "")),
     fact("Resumes from", resumes ? "step " + job.resume_from_step : "–"),
     fact("Created", when(job.created_at)),
@@ -636,7 +654,7 @@ function render({ byDay, byJob, byCapacity, running }) {
   renderPreemptionChart(byDay);
   renderTopJobs(byJob.groups);
   renderBudgets(byDay.budgets);
-  renderRunning(running, byJob.groups);
+  renderRunning(running);
 }
 
 function days(fromIso, toIso) {
@@ -856,8 +874,7 @@ function renderBudgets(budgets) {
   if (!budgets.length) container.appendChild(empty("No teams."));
 }
 
-function renderRunning(jobs, jobGroups) {
-  const spend = new Map(jobGroups.map((g) => [g.key, g.cost_microusd]));
+function renderRunning(jobs) {
   const body = $("running-jobs").querySelector("tbody");
   body.replaceChildren();
   jobs.forEach((job) => {
@@ -867,7 +884,7 @@ function renderRunning(jobs, jobGroups) {
     cell(row, badge(job.status));
     cell(row, progressOf(job.progress));
     cell(row, String(job.attempts), true);
-    cell(row, spend.has(job.id) ? money(spend.get(job.id)) : "–", true);
+    cell(row, money(job.cost_microusd), true);
     body.appendChild(row);
   });
   if (!jobs.length) body.appendChild(rowOf(empty("Nothing running."), 6));
