@@ -34,8 +34,8 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -46,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from devstack.confinement import open_directory
 from devstack.postgres import PostgresCluster
 from devstack.s3server import S3Server, start_s3_server
 from devstack.stack import Stack
@@ -505,9 +506,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=480)
     parser.add_argument("--output", type=Path, default=RESULTS / "chaos.json")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="gpujobs-chaos-") as tmp:
+    # Trainers run as other uids when this runs as root: they must pass through the directory.
+    tmp = open_directory()
+    try:
         report = run_chaos(
-            tmp=Path(tmp),
+            tmp=tmp,
             jobs=args.jobs,
             steps=args.steps,
             seed=args.seed,
@@ -515,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             max_faults=args.max_faults,
             timeout_s=args.timeout_s,
         )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     result = {
         "benchmark": "chaos",
         "command": "python -m benchmarks.chaos " + " ".join(argv or []),
