@@ -51,7 +51,8 @@ class SlackView:
     window_hours: float  # deadline - submission
     spot_lifetime_hours: float
     price_ratio: float  # on-demand / spot
-    spot_outage_hours: float = 0.0  # expected wait for spot to come back once it is gone
+    # expected wait for spot to come back once it is gone; inf: unknown (never assume it short)
+    spot_outage_hours: float = math.inf
     on_hours: float = math.inf  # how long the current attempt has run
 
 
@@ -83,8 +84,8 @@ def _spot_back(v: SlackView) -> float:
     left spot (gone then): the two-state pool (up for the lifetime, out for the outage) from
     "out", p(s) = a (1 - exp(-s (1/L + 1/M))), a = L / (L + M) its long-run availability."""
     life, out = v.spot_lifetime_hours, v.spot_outage_hours
-    if out <= 0 or math.isinf(v.on_hours) or math.isinf(life):
-        return 1.0
+    if out <= 0 or math.isinf(out) or math.isinf(v.on_hours) or math.isinf(life):
+        return 1.0  # nothing known to go by: as if it were back
     a = life / (life + out)
     return a * -math.expm1(-v.on_hours * (1.0 / life + 1.0 / out))
 
