@@ -10,6 +10,7 @@ step without progress would make the deadline unreachable, even when that costs 
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
@@ -75,7 +76,9 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
             return None
         return _nothing_available(rnd, job, allowed)
 
-    choice = _choice(job, snap, spot, od, hours_left)
+    # The pool the job waits for when spot is out now: its lifetime and price set the reserve.
+    pool = spot or (first(market.spot(job), waiting=True) if CapacityType.SPOT in allowed else None)
+    choice = _choice(job, snap, spot, od, hours_left, pool)
     if choice is Choice.WAIT:
         if current is not None:
             return None
@@ -104,6 +107,7 @@ def _choice(
     spot: Option | None,
     od: Option | None,
     hours_left: float | None,
+    pool: Option | None = None,
 ) -> Choice:
     if od is None:
         return Choice.SPOT if spot is not None else Choice.WAIT
@@ -117,13 +121,15 @@ def _choice(
     current = job.current if job.state == "running" else None
     on = Choice.WAIT
     changeover_left = 0.0
+    ran = math.inf
     if current is not None:
         on = Choice.SPOT if current.capacity_type == CapacityType.SPOT else Choice.ON_DEMAND
         ran = _hours(snap.now - current.started_at)
         changeover_left = max(0.0, snap.restart_hours - ran)
     window = _hours(job.deadline_at - job.submitted_at) if job.deadline_at else 0.0
     total_work = max(job.spec.estimated_hours or 0.0, job.remaining_hours)
-    spot_price = spot.price_per_hour if spot is not None else od.price_per_hour
+    pool = pool or spot
+    spot_price = pool.price_per_hour if pool is not None else od.price_per_hour
     view = SlackView(
         hours_left=hours_left,
         work_left=job.remaining_hours,
@@ -134,8 +140,10 @@ def _choice(
         step_hours=snap.step_hours,
         initial_slack=window - total_work - snap.restart_hours,
         window_hours=window,
-        spot_lifetime_hours=spot.lifetime_hours if spot is not None else 0.0,
+        spot_lifetime_hours=pool.lifetime_hours if pool is not None else 0.0,
         price_ratio=od.price_per_hour / spot_price if spot_price > 0 else 1.0,
+        spot_outage_hours=pool.risk.mtta_hours if pool is not None else 0.0,
+        on_hours=ran,
     )
     return choose(view)
 

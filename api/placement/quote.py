@@ -164,6 +164,7 @@ class _Sim:
         rate = spot.risk.preemption_rate if spot is not None else 0.0
         self.lifetime = 1.0 / rate if rate > 0 else math.inf
         mtta = max(spot.risk.mtta_hours, 1e-6) if spot is not None else 1.0
+        self.outage = spot.risk.mtta_hours if spot is not None else 0.0  # decide()'s, as is
         self.up = Runs.fit(self.lifetime, spot.up_cv if spot is not None else 1.0)
         self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
         self.total_work = job.remaining_hours
@@ -197,6 +198,7 @@ class _Sim:
         on = Choice.WAIT
         changeover = 0.0  # restart hours the current attempt still has to go through
         since_ckpt = 0.0
+        started = 0.0  # when the current attempt started
         until_flip = self.up.residual(rng) if available else self.down.residual(rng)
         if spot is None:
             available, until_flip = False, math.inf
@@ -209,11 +211,13 @@ class _Sim:
                 cost += work * (fallback.price_per_hour if fallback is not None else 0.0)
                 t += work
                 break
-            view = self._view(on, available, changeover, work, t)
+            ran = t - started if on is not Choice.WAIT else math.inf
+            view = self._view(on, available, changeover, work, t, ran)
             choice = self._choose(on, available, view)
             if choice is not on:
                 if choice is not Choice.WAIT:
                     changeover = restart
+                    started = t
                 on = choice
                 since_ckpt = 0.0
             if on is Choice.SPOT and not available:
@@ -276,7 +280,7 @@ class _Sim:
         return cost, t, met, spot_hours, billed
 
     def _view(
-        self, on: Choice, available: bool, changeover: float, work: float, t: float
+        self, on: Choice, available: bool, changeover: float, work: float, t: float, ran: float
     ) -> SlackView | None:
         """decide()'s view of the deadline (policy._choice) in the simulated state."""
         if self.left is None:
@@ -293,6 +297,8 @@ class _Sim:
             window_hours=self.window,
             spot_lifetime_hours=self.lifetime,
             price_ratio=self.ratio,
+            spot_outage_hours=self.outage,
+            on_hours=ran,
         )
 
     def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:

@@ -1,22 +1,28 @@
 """The deadline rule: spot, on-demand or wait, from a job's slack.
 
 Slack is the time a job can still spend not making progress: hours left, minus work left, minus
-one restart onto on-demand. Idle ticks and restarts spend it; running (spot or on-demand) keeps
+one restart onto on-demand. Idle hours and restarts spend it; running (spot or on-demand) keeps
 it. Uniform Progress (Can't Be Late, NSDI'24) spends it at a constant rate; greedy spends it all
 first and then gets stuck on on-demand until the end, unable to use spot that returns.
 
-This rule keeps a reserve of slack that shrinks with the time left, faster than linearly:
-reserve = RESERVE_SCALE * initial_slack * (time_left / window) ** RESERVE_SHAPE. Early on, waiting
-for spot is cheap because most of the window remains to use it; later, the reserve is what lets
-the job leave on-demand for spot that comes back (each such move spends a restart). While above
-the reserve the job waits for spot instead of paying on-demand; at the reserve it runs on
-on-demand; a move from on-demand to spot is taken only when the slack left after the restart
-stays above the reserve and the expected spot lifetime pays for the two restarts it risks
-(lifetime > 2kd/(k-1), k = on-demand/spot price: the paper's oracle condition with the learned
-expected lifetime in place of the oracle). The safety net is exact: no choice other than
-on-demand is made if, after one more step without progress, on-demand could no longer finish.
-The two constants were chosen by a coarse sweep over all traces in aggregate (no per-trace
-constants); see benchmarks/spot_policy.py.
+This rule spends slack waiting for spot down to a reserve derived from the job's own quantities
+(no fitted constants): remaining work w, restart (changeover) time d, the pool's learned spot
+lifetime L and mean outage M, and the price ratio k = on-demand / spot.
+- Outages to come: the rest of the work on spot would be preempted about n = w / L times.
+- If the slack could wait out all of them (slack >= n (M + d)), nothing is kept: wait for spot.
+- Otherwise reserve = d n: riding out an outage on on-demand costs one restart more than waiting
+  for spot to return (onto on-demand; the restart back onto spot is spent either way), so d n is
+  what the job keeps to cover the outages still to come with on-demand. It is never more than
+  Uniform Progress keeps (the initial slack in proportion to the time left), and nothing is
+  kept when going back to spot would not pay for its two restarts (L > 2kd/(k-1), the paper's
+  oracle condition with the learned lifetime).
+While above the reserve the job waits for spot instead of paying on-demand; at the reserve it
+runs on on-demand. A move from on-demand to spot stops on-demand before spot is tried (the
+scheduler migrates by stopping first), so it is taken only when the slack left after the restart
+stays above the reserve and the bet pays: with p the chance the pool is back (two-state model,
+from "out" when the job left spot), p (L (k - 1) - d (1 + k)) > (1 - p) d k. The safety net is
+exact: no choice other than on-demand is made if, after one more step without progress,
+on-demand could no longer finish.
 """
 
 from __future__ import annotations
@@ -24,9 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-
-RESERVE_SCALE = 0.9
-RESERVE_SHAPE = 1.5
 
 
 class Choice(StrEnum):
@@ -48,11 +51,24 @@ class SlackView:
     window_hours: float  # deadline - submission
     spot_lifetime_hours: float
     price_ratio: float  # on-demand / spot
+    # expected wait for spot to come back once it is gone; inf: unknown (never assume it short)
+    spot_outage_hours: float = math.inf
+    on_hours: float = math.inf  # how long the current attempt has run
 
 
 def reserve(v: SlackView) -> float:
+    """Slack to keep for returning to spot after the outages still to come."""
+    if not _worth_spot(v, 2):
+        return 0.0
     share = min(1.0, max(0.0, v.hours_left / v.window_hours)) if v.window_hours > 0 else 0.0
-    return RESERVE_SCALE * max(0.0, v.initial_slack) * math.pow(share, RESERVE_SHAPE)
+    uniform = max(0.0, v.initial_slack) * share
+    if math.isinf(v.spot_lifetime_hours):
+        return 0.0
+    outages = v.work_left / v.spot_lifetime_hours
+    slack = v.hours_left - v.work_left - v.restart_hours
+    if slack >= outages * (v.spot_outage_hours + v.restart_hours):
+        return 0.0  # enough to wait out every outage to come: nothing to keep on-demand for
+    return min(uniform, v.restart_hours * outages)
 
 
 def _worth_spot(v: SlackView, restarts: int) -> bool:
@@ -63,6 +79,27 @@ def _worth_spot(v: SlackView, restarts: int) -> bool:
     return v.spot_lifetime_hours > restarts * k * v.restart_hours / (k - 1.0)
 
 
+def _spot_back(v: SlackView) -> float:
+    """Probability the pool has capacity again, on-demand having run `on_hours` since the job
+    left spot (gone then): the two-state pool (up for the lifetime, out for the outage) from
+    "out", p(s) = a (1 - exp(-s (1/L + 1/M))), a = L / (L + M) its long-run availability."""
+    life, out = v.spot_lifetime_hours, v.spot_outage_hours
+    if out <= 0 or math.isinf(out) or math.isinf(v.on_hours) or math.isinf(life):
+        return 1.0  # nothing known to go by: as if it were back
+    a = life / (life + out)
+    return a * -math.expm1(-v.on_hours * (1.0 / life + 1.0 / out))
+
+
+def _worth_trying(v: SlackView) -> bool:
+    """Leaving on-demand stops it before the spot launch is tried (the scheduler migrates by
+    stopping first): worth it when p * (spot run's saving - its two restarts) exceeds (1 - p) *
+    the on-demand restart a failed launch costs, in spot-price units:
+    p (L (k - 1) - d (1 + k)) > (1 - p) d k."""
+    p, k, d = _spot_back(v), v.price_ratio, v.restart_hours
+    life = min(v.spot_lifetime_hours, v.work_left)
+    return p * (life * (k - 1.0) - d * (1.0 + k)) > (1.0 - p) * d * k
+
+
 def choose(v: SlackView) -> Choice:
     g, d, left = v.step_hours, v.restart_hours, v.hours_left
     work = v.work_left + (v.changeover_left if v.on is Choice.ON_DEMAND else 0.0)
@@ -71,7 +108,7 @@ def choose(v: SlackView) -> Choice:
     if v.on is Choice.ON_DEMAND:
         if left - g < work + d:  # leaving now could not be undone in time
             return Choice.ON_DEMAND
-        if v.spot_available and slack - d >= keep + g and _worth_spot(v, 2):
+        if v.spot_available and slack - d >= keep + g and _worth_spot(v, 2) and _worth_trying(v):
             return Choice.SPOT
         return Choice.ON_DEMAND
     progressing = v.on is Choice.SPOT and v.spot_available and v.changeover_left <= 0

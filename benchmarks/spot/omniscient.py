@@ -131,3 +131,66 @@ def omniscient_plan(available: np.ndarray, start: int, setting: Setting) -> tupl
                 mode = 0
             t += 1
     return total, actions
+
+
+def omniscient_costs_zones(
+    available: np.ndarray, starts: Sequence[int], setting: Setting
+) -> np.ndarray:
+    """omniscient_costs over several zones known in advance (`available`: zones x ticks): spot in
+    any zone, and any move (zone to zone, spot to on-demand and back) is a new instance whose
+    first d ticks make no progress. Needs d >= 1."""
+    s = setting
+    n, W, D, d = len(starts), s.work, s.deadline, s.changeover
+    if d < 1:
+        raise ValueError("omniscient_costs_zones needs a changeover of at least one tick")
+    Z = available.shape[0]
+    avail = np.zeros((Z, n, D + d + 1), dtype=bool)
+    for i, st in enumerate(starts):
+        chunk = available[:, st : st + D + d + 1]
+        avail[:, i, : chunk.shape[1]] = chunk
+    run = np.zeros((Z, n, D + d + 2), dtype=np.int64)
+    for t in range(D + d, -1, -1):
+        run[:, :, t] = np.where(avail[:, :, t], run[:, :, t + 1] + 1, 0)
+    inf = np.inf
+    idle = np.full((n, W + 1), inf)
+    idle[:, 0] = 0.0
+    spot = np.full((Z, n, W + 1), inf)
+    od = np.full((n, W + 1), inf)
+    ring = d + 1
+    pend_spot = np.full((ring, Z, n, W + 1), inf)
+    pend_od = np.full((ring, n, W + 1), inf)
+    best = np.full(n, inf)
+    cs, co = s.spot_tick_cost, s.od_tick_cost
+    for t in range(D + 1):
+        slot = t % ring
+        np.minimum(spot, pend_spot[slot], out=spot)
+        np.minimum(od, pend_od[slot], out=od)
+        pend_spot[slot].fill(inf)
+        pend_od[slot].fill(inf)
+        av = avail[:, :, t][:, :, None]
+        np.minimum(idle, np.where(av, inf, spot).min(axis=0), out=idle)  # preempted -> idle
+        spot = np.where(av, spot, inf)
+        done = np.minimum(np.minimum(idle[:, W], spot[:, :, W].min(axis=0)), od[:, W])
+        np.minimum(best, done, out=best)
+        if t == D:
+            break
+        idle[:, W] = od[:, W] = inf
+        spot[:, :, W] = inf
+        any_spot = spot.min(axis=0)
+        nxt_idle = np.minimum(np.minimum(idle, any_spot), od)
+        nxt_spot = np.full((Z, n, W + 1), inf)
+        nxt_spot[:, :, 1:] = spot[:, :, :-1] + cs
+        nxt_od = np.full((n, W + 1), inf)
+        nxt_od[:, 1:] = od[:, :-1] + co
+        if t + d <= D:
+            target = (t + d) % ring
+            base = np.minimum(idle, od)
+            for z in range(Z):
+                others = np.delete(spot, z, axis=0)
+                src = np.minimum(base, others.min(axis=0)) if Z > 1 else base
+                can = (run[z, :, t] >= d)[:, None]
+                start = np.where(can, src + d * cs, inf)
+                np.minimum(pend_spot[target, z], start, out=pend_spot[target, z])
+            np.minimum(pend_od[target], np.minimum(idle, any_spot) + d * co, out=pend_od[target])
+        idle, spot, od = nxt_idle, nxt_spot, nxt_od
+    return best

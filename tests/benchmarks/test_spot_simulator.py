@@ -4,7 +4,16 @@ import pytest
 from benchmarks.spot.adapter import OursPolicy
 from benchmarks.spot.omniscient import omniscient_costs, omniscient_plan
 from benchmarks.spot.policies import greedy_policy, on_demand_policy, uniform_progress_policy
-from benchmarks.spot.simulator import IDLE, ON_DEMAND, SPOT, Setting, Trace, replay, simulate
+from benchmarks.spot.simulator import (
+    IDLE,
+    ON_DEMAND,
+    SPOT,
+    Cadence,
+    Setting,
+    Trace,
+    replay,
+    simulate,
+)
 
 
 def setting(work: int, deadline: int, d: int) -> Setting:
@@ -71,6 +80,58 @@ def test_omniscient_is_a_lower_bound_and_no_policy_misses(seed: int) -> None:
             ):
                 if isinstance(policy, OursPolicy):
                     policy = OursPolicy(name, s)  # one adapter per run
-                r = simulate(trace, start, s, policy)
-                assert r.met_deadline, (policy, start, work, deadline, d)
-                assert best[i] <= r.cost + 1e-9
+                for cadence in (None, Cadence.production()):
+                    if isinstance(policy, OursPolicy):
+                        policy = OursPolicy(name, s)
+                    r = simulate(trace, start, s, policy, cadence)
+                    assert r.met_deadline, (policy, start, work, deadline, d)
+                    assert best[i] <= r.cost + 1e-9
+
+
+def test_availability_is_seen_only_through_launch_attempts_at_the_production_cadence() -> None:
+    # 195 s ticks, spot out for 6 ticks then back; production retries 304 s after a failure.
+    trace = np.array([0] * 6 + [1] * 20, dtype=bool)
+    s = Setting(4, 26, 1, 1.0, 3.0, 195 / 3600)
+    seen: list[tuple[int, bool]] = []
+
+    def greedy(v):  # noqa: ANN001, ANN202
+        seen.append((v.tick, v.spot_available))
+        return SPOT if v.spot_available else IDLE
+
+    cadence = Cadence(304.0)
+    r = simulate(trace, 0, s, greedy, cadence)
+    # Attempts at 0 s (tick 0), 304 s (tick 1), 608 s (tick 3), 912 s (tick 4), 1216 s (tick 6:
+    # back). Between them the zone is known out; the trace itself is never shown.
+    assert r.attempts == 5 and r.failed_attempts == 4
+    assert [t for t, open_ in seen if open_] == [0, 1, 3, 4, 6, 7, 8, 9, 10]
+    assert r.actions[:6] == [IDLE] * 6 and r.met_deadline
+    assert Cadence.production().retry_seconds == pytest.approx(2.0 + 300.0 + 2.0)
+
+
+def test_a_move_from_on_demand_to_spot_that_finds_no_capacity_has_stopped_on_demand() -> None:
+    trace = np.zeros(20, dtype=bool)
+    s = setting(work=5, deadline=20, d=2)
+    answers = iter([ON_DEMAND, ON_DEMAND, ON_DEMAND, SPOT, ON_DEMAND] + [ON_DEMAND] * 20)
+    r = simulate(trace, 0, s, lambda v: next(answers))
+    # ticks 0-1 changeover, tick 2 +1; tick 3 the spot launch fails and on-demand starts again
+    assert r.attempts == r.failed_attempts == 1
+    assert r.od_ticks == 3 + 2 + 4 and r.finish_tick == 9
+
+
+def test_multi_zone_runs_spot_where_it_is_and_the_optimum_uses_every_zone() -> None:
+    from benchmarks.spot.omniscient import omniscient_costs_zones
+
+    a = np.array([1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], dtype=bool)
+    b = np.array([0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
+    zones = np.stack([a, b])
+    s = setting(work=6, deadline=12, d=1)
+    r = simulate(zones, 0, s, greedy_policy)
+    assert "spot@1" in r.actions and r.met_deadline
+    both = omniscient_costs_zones(zones, [0], s)[0]
+    assert both < min(omniscient_costs(a, [0], s)[0], omniscient_costs(b, [0], s)[0])
+    assert omniscient_costs_zones(a[None, :], [0], s)[0] == pytest.approx(
+        omniscient_costs(a, [0], s)[0]
+    )
+    assert both <= r.cost + 1e-9
+    ours = simulate(zones, 0, s, OursPolicy(["us-east-1a_v100_1", "us-east-1b_v100_1"], s))
+    assert ours.met_deadline and both <= ours.cost + 1e-9

@@ -152,8 +152,8 @@ def test_a_bursty_pool_available_now_is_quoted_with_more_spot_than_a_memoryless_
     memoryless, bursty = run(1.0), run(2.5)
     assert bursty.spot_share > memoryless.spot_share + 0.1
     assert bursty.p_meet_deadline == memoryless.p_meet_deadline == 1.0
-    # Right-skewed: most runs stay on spot, a few windows force on-demand.
-    assert bursty.typical_cost < bursty.expected_cost < bursty.hold_cost
+    # Spread: some windows force on-demand, so the hold sits well above the expectation.
+    assert bursty.expected_cost < bursty.hold_cost
 
 
 def test_the_quote_decides_with_the_schedulers_reaction_time() -> None:
