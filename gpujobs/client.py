@@ -34,7 +34,7 @@ from gpujobs.operations import Operation, StatusFilter, pick_checkpoint
 from gpujobs.plans import Estimate, OfferList
 from gpujobs.resources import Artifacts, Job, JobAttempt, JobEvent
 from gpujobs.spec import CapacityType, JobSpec
-from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
 
 T = TypeVar("T")
@@ -349,6 +349,10 @@ class Client(_Base):
     ) -> UsageReport:
         return self._call(ops.usage(from_=from_, to=to, group_by=group_by))
 
+    def budget(self) -> Budget:
+        """The token's team's budget this calendar month: cap, spent, held and remaining."""
+        return self._call(ops.budget())
+
 
 class AsyncClient(_Base):
     """The same API for asyncio code; use `async with AsyncClient() as gj:`."""
@@ -477,3 +481,7 @@ class AsyncClient(_Base):
         group_by: UsageGroupBy | str = UsageGroupBy.TEAM,
     ) -> UsageReport:
         return await self._call(ops.usage(from_=from_, to=to, group_by=group_by))
+
+    async def budget(self) -> Budget:
+        """The token's team's budget this calendar month: cap, spent, held and remaining."""
+        return await self._call(ops.budget())

@@ -28,7 +28,7 @@ from gpujobs.resources import (
     Page,
 )
 from gpujobs.spec import CapacityType, JobSpec
-from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 
 T = TypeVar("T")
 StatusFilter = str | JobStatus | Iterable[str | JobStatus] | None
@@ -133,6 +133,10 @@ def usage(
         if value is not None:
             params[name] = _timestamp(name, value)
     return Operation("GET", "/v1/usage", _model(UsageReport), params=params)
+
+
+def budget() -> Operation[Budget]:
+    return Operation("GET", "/v1/budget", _model(Budget))
 
 
 def statuses(status: StatusFilter) -> builtins.list[str]:
