@@ -30,11 +30,11 @@ from pydantic import ValidationError
 
 from gpujobs import config, errors
 from gpujobs import operations as ops
-from gpujobs.operations import Operation, StatusFilter
+from gpujobs.operations import Operation, StatusFilter, pick_checkpoint
 from gpujobs.plans import Estimate, OfferList
-from gpujobs.resources import Artifacts, Checkpoint, Job, JobAttempt, JobEvent
+from gpujobs.resources import Artifacts, Job, JobAttempt, JobEvent
 from gpujobs.spec import CapacityType, JobSpec
-from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
 
 T = TypeVar("T")
@@ -86,23 +86,6 @@ def load_spec(source: SpecSource) -> JobSpec:
         return JobSpec.model_validate(source)
     except ValidationError as error:
         raise errors.from_validation_error(error) from error
-
-
-def pick_checkpoint(listing: Artifacts, step: int | None) -> Checkpoint:
-    """The checkpoint at `step`, or the final one (the trained weights)."""
-    wanted = listing.final_step if step is None else step
-    for checkpoint in listing.checkpoints:
-        if checkpoint.step == wanted:
-            return checkpoint
-    if step is None:
-        raise errors.NotFound(
-            f"job {listing.job_id} has no final weights yet (it has not succeeded); "
-            "pass a step to download a checkpoint",
-            code="not_found",
-        )
-    raise errors.NotFound(
-        f"job {listing.job_id} has no checkpoint at step {step}", code="not_found"
-    )
 
 
 class _Base:
@@ -366,6 +349,10 @@ class Client(_Base):
     ) -> UsageReport:
         return self._call(ops.usage(from_=from_, to=to, group_by=group_by))
 
+    def budget(self) -> Budget:
+        """The token's team's budget this calendar month: cap, spent, held and remaining."""
+        return self._call(ops.budget())
+
 
 class AsyncClient(_Base):
     """The same API for asyncio code; use `async with AsyncClient() as gj:`."""
@@ -494,3 +481,7 @@ class AsyncClient(_Base):
         group_by: UsageGroupBy | str = UsageGroupBy.TEAM,
     ) -> UsageReport:
         return await self._call(ops.usage(from_=from_, to=to, group_by=group_by))
+
+    async def budget(self) -> Budget:
+        """The token's team's budget this calendar month: cap, spent, held and remaining."""
+        return await self._call(ops.budget())

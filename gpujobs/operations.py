@@ -1,5 +1,6 @@
 """The SDK's request core: each API operation defined once, as the request to send and the
-contract model that reads its answer. `Client` and `AsyncClient` only differ in how they send.
+contract model that reads its answer (and `pick_checkpoint`, which file `download` fetches).
+`Client` and `AsyncClient` only differ in how they send.
 """
 
 from __future__ import annotations
@@ -16,9 +17,18 @@ from pydantic import TypeAdapter
 
 from gpujobs import errors
 from gpujobs.plans import Estimate, OfferList
-from gpujobs.resources import Artifacts, FieldError, Job, JobAttempt, JobEvent, JobStatus, Page
+from gpujobs.resources import (
+    Artifacts,
+    Checkpoint,
+    FieldError,
+    Job,
+    JobAttempt,
+    JobEvent,
+    JobStatus,
+    Page,
+)
 from gpujobs.spec import CapacityType, JobSpec
-from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 
 T = TypeVar("T")
 StatusFilter = str | JobStatus | Iterable[str | JobStatus] | None
@@ -125,6 +135,10 @@ def usage(
     return Operation("GET", "/v1/usage", _model(UsageReport), params=params)
 
 
+def budget() -> Operation[Budget]:
+    return Operation("GET", "/v1/budget", _model(Budget))
+
+
 def statuses(status: StatusFilter) -> builtins.list[str]:
     if status is None:
         return []
@@ -147,3 +161,20 @@ def _timestamp(name: str, value: datetime | str) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.isoformat()
+
+
+def pick_checkpoint(listing: Artifacts, step: int | None) -> Checkpoint:
+    """The checkpoint at `step`, or the final one (the trained weights)."""
+    wanted = listing.final_step if step is None else step
+    for checkpoint in listing.checkpoints:
+        if checkpoint.step == wanted:
+            return checkpoint
+    if step is None:
+        raise errors.NotFound(
+            f"job {listing.job_id} has no final weights yet (it has not succeeded); "
+            "pass a step to download a checkpoint",
+            code="not_found",
+        )
+    raise errors.NotFound(
+        f"job {listing.job_id} has no checkpoint at step {step}", code="not_found"
+    )

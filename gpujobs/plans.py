@@ -1,5 +1,6 @@
 """What the planning and admin endpoints accept and return: catalog offers, estimated plans,
-reservations and team budgets. Prices are USD per hour, costs USD."""
+reservations and the body that sets a team's budget (the budget itself is `gpujobs.usage.Budget`,
+in micro-dollars like the rest of the usage contract). Prices are USD per hour, costs USD."""
 
 from __future__ import annotations
 
@@ -124,18 +125,3 @@ class BudgetUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     monthly_usd: float = Field(ge=0, le=1_000_000_000, allow_inf_nan=False)
-
-
-class Budget(BaseModel):
-    team: str
-    month_start: datetime = Field(description="Start of the current calendar month (UTC).")
-    monthly_usd: float | None = Field(None, description="None: no budget set.")
-    spent_usd: float = Field(description="Spent this month so far, running attempts included.")
-    held_usd: float = Field(
-        0.0,
-        description="Held for unfinished jobs: each job's quote (90th percentile) less what it "
-        "has spent; released when the job ends.",
-    )
-    remaining_usd: float | None = Field(
-        None, description="Monthly budget - spent - held; None: no budget set."
-    )

@@ -1,4 +1,5 @@
-"""What `GET /v1/usage` returns: spend, savings and lost work from the attempts ledger.
+"""What `GET /v1/usage` returns: spend, savings and lost work from the attempts ledger; and what
+every budget route returns (`Budget`).
 
 Money is carried in integer micro-dollars (`*_microusd`), so figures add up exactly; the USD
 fields are derived from them for convenience.
@@ -88,33 +89,50 @@ class UsageGroup(BaseModel):
         return self.wasted_cost_microusd / MICRO
 
 
-class BudgetUsage(BaseModel):
+class Budget(BaseModel):
+    """A team's monthly budget and this calendar month's use of it: what `GET /v1/budget`, the
+    admin budget routes and the usage report's `budgets` return."""
+
     team: str
     month_start: datetime = Field(description="Start of the current calendar month (UTC).")
-    monthly_budget_microusd: int | None = Field(None, description="None: no budget set.")
-    used_microusd: int = Field(0, description="Spent this month so far.")
+    monthly_microusd: int | None = Field(None, description="None: no budget set.")
+    spent_microusd: int = Field(
+        0, description="Spent this month so far, running attempts accrued to now."
+    )
+    held_microusd: int = Field(
+        0,
+        description="Held for unfinished jobs: each job's quote (90th percentile) less what it "
+        "has spent; released when the job ends.",
+    )
 
-    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @computed_field(  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+        description="Monthly budget - spent - held (may be negative); None: no budget set."
+    )
     @property
-    def monthly_budget(self) -> float | None:
-        return usd(self.monthly_budget_microusd)
-
-    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
-    @property
-    def used(self) -> float:
-        return self.used_microusd / MICRO
-
-    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
-    @property
-    def left_microusd(self) -> int | None:
-        if self.monthly_budget_microusd is None:
+    def remaining_microusd(self) -> int | None:
+        if self.monthly_microusd is None:
             return None
-        return self.monthly_budget_microusd - self.used_microusd
+        return self.monthly_microusd - self.spent_microusd - self.held_microusd
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
     @property
-    def left(self) -> float | None:
-        return usd(self.left_microusd)
+    def monthly_usd(self) -> float | None:
+        return usd(self.monthly_microusd)
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @property
+    def spent_usd(self) -> float:
+        return self.spent_microusd / MICRO
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @property
+    def held_usd(self) -> float:
+        return self.held_microusd / MICRO
+
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    @property
+    def remaining_usd(self) -> float | None:
+        return usd(self.remaining_microusd)
 
 
 class UsageReport(BaseModel):
@@ -126,4 +144,6 @@ class UsageReport(BaseModel):
     generated_at: datetime = Field(description="`now` for attempts still running.")
     groups: list[UsageGroup]
     total: UsageGroup
-    budgets: list[BudgetUsage] = Field(default_factory=list)
+    budgets: list[Budget] = Field(
+        default_factory=list, description="Each visible team's budget this calendar month."
+    )

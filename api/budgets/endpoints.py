@@ -6,7 +6,8 @@ from fastapi import APIRouter, Response
 
 from api.budgets import service
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
-from gpujobs.plans import Budget, BudgetUpdate
+from gpujobs.plans import BudgetUpdate
+from gpujobs.usage import Budget
 
 router = APIRouter(tags=["budgets"], responses=ERROR_RESPONSES)
 

@@ -36,18 +36,30 @@ def lock(session: Session, *, team_id: str) -> TeamBudget | None:
     ).first()
 
 
-def holds(session: Session, *, team_id: str) -> dict[str, int]:
-    """Unfinished jobs that hold part of the team's budget: job id -> micro-dollars held."""
+def holds(session: Session, *, team_id: str | None) -> dict[str, tuple[str, int]]:
+    """Unfinished jobs that hold part of a team's (or, None, every team's) budget:
+    job id -> (team id, micro-dollars held)."""
     active = [s.value for s in JobStatus if not s.terminal]
-    rows = session.execute(
-        select(Job.id, Job.quote_hold_microusd).where(
-            Job.team_id == team_id,
-            Job.holds_budget.is_(True),
-            Job.status.in_(active),
-            Job.quote_hold_microusd.is_not(None),
-        )
+    query = select(Job.id, Job.team_id, Job.quote_hold_microusd).where(
+        Job.holds_budget.is_(True),
+        Job.status.in_(active),
+        Job.quote_hold_microusd.is_not(None),
     )
-    return {job_id: int(hold) for job_id, hold in rows}
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return {job_id: (owner, int(hold)) for job_id, owner, hold in session.execute(query)}
+
+
+def teams(session: Session, *, team_id: str | None) -> list[tuple[str, str, int | None]]:
+    """One team or every team, by name: (team id, name, monthly budget in micro-dollars or None)."""
+    query = (
+        select(Team.id, Team.name, TeamBudget.monthly_microusd)
+        .outerjoin(TeamBudget, TeamBudget.team_id == Team.id)
+        .order_by(Team.name)
+    )
+    if team_id is not None:
+        query = query.where(Team.id == team_id)
+    return [(id_, name, monthly) for id_, name, monthly in session.execute(query)]
 
 
 def job_charges(session: Session, *, job_ids: list[str]) -> dict[str, list[Charge]]:
@@ -113,7 +125,11 @@ def delete(session: Session, *, team_id: str) -> bool:
     return True
 
 
-def charges(session: Session, *, team_id: str, start: datetime, end: datetime) -> list[Charge]:
-    """The team's attempts that ran during [start, end)."""
-    where = [JobAttempt.team_id == team_id, ran_during(start, end)]
-    return grouped_charges(session, by=JobAttempt.team_id, where=where).get(team_id, [])
+def charges(
+    session: Session, *, team_id: str | None, start: datetime, end: datetime
+) -> dict[str, list[Charge]]:
+    """A team's (or every team's) attempts that ran during [start, end), by team id."""
+    where = [ran_during(start, end)]
+    if team_id is not None:
+        where.append(JobAttempt.team_id == team_id)
+    return grouped_charges(session, by=JobAttempt.team_id, where=where)

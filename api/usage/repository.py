@@ -1,4 +1,5 @@
-"""Every query the usage report needs: attempts overlapping a period, teams and budgets."""
+"""Every query the usage report's ledger needs: attempts overlapping a period. (Its budgets are
+`api.budgets.service.budgets`.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from api.models import Job, JobAttempt, Team, TeamBudget
+from api.models import Job, JobAttempt, Team
 from api.usage.ledger import PREEMPTED, LedgerRow
 
 
@@ -52,15 +53,3 @@ def ledger_rows(
         )
         for attempt, job_name, team_name in session.execute(query)
     ]
-
-
-def teams_with_budgets(session: Session, *, team_id: str | None) -> list[tuple[str, int | None]]:
-    """(team name, monthly budget in micro-dollars or None), by name."""
-    query = (
-        select(Team.name, TeamBudget.monthly_microusd)
-        .outerjoin(TeamBudget, TeamBudget.team_id == Team.id)
-        .order_by(Team.name)
-    )
-    if team_id is not None:
-        query = query.where(Team.id == team_id)
-    return [(name, budget) for name, budget in session.execute(query)]

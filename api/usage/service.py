@@ -7,15 +7,14 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from api.auth import Principal
-from api.budgets.spend import spent_microusd
+from api.budgets import service as budgets
 from api.errors import InvalidRequest
 from api.models import utcnow
 from api.money import month_start
-from api.teams import repository as teams
 from api.usage import repository
 from api.usage.ledger import aggregate
 from gpujobs.resources import FieldError
-from gpujobs.usage import BudgetUsage, UsageGroupBy, UsageReport
+from gpujobs.usage import UsageGroupBy, UsageReport
 
 
 def _aware(value: datetime, field: str) -> datetime:
@@ -57,21 +56,5 @@ def report(
         generated_at=now,
         groups=groups,
         total=total,
-        budgets=budgets(session, team_id=team_id, now=now),
+        budgets=budgets.budgets(session, team_id=team_id, now=now),
     )
-
-
-def budgets(session: Session, *, team_id: str | None, now: datetime) -> list[BudgetUsage]:
-    """Each visible team's monthly budget and what it has spent this calendar month so far, by
-    the same spend rule budgets and admission use (api.budgets.spend)."""
-    first = month_start(now)
-    charges = teams.charges_by_team(session, start=first, end=now, team_id=team_id)
-    return [
-        BudgetUsage(
-            team=name,
-            month_start=first,
-            monthly_budget_microusd=budget,
-            used_microusd=spent_microusd(charges.get(name, []), start=first, now=now),
-        )
-        for name, budget in repository.teams_with_budgets(session, team_id=team_id)
-    ]

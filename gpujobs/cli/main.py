@@ -24,7 +24,7 @@ from gpujobs.client import Client
 from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobStatus
 from gpujobs.spec import CapacityType
-from gpujobs.usage import UsageGroupBy, UsageReport
+from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
 
 EXIT_CODES: dict[type[errors.GpuJobsError], int] = {
@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         "--group-by", default="team", choices=[g.value for g in UsageGroupBy], help="default team"
     )
     usage.set_defaults(run=cmd_usage)
+
+    budget = sub.add_parser("budget", parents=[common], help="your team's budget this month")
+    budget.set_defaults(run=cmd_budget)
     return parser
 
 
@@ -444,11 +447,31 @@ def cmd_usage(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     render.table((*headers, "LOST GPU-H", "LOST $"), rows, out)
     if report.budgets:
         out.write("\n")
-        budget_rows = [
-            (b.team, render.money(b.monthly_budget), render.money(b.used), render.money(b.left))
-            for b in report.budgets
-        ]
-        render.table(("TEAM", "MONTHLY BUDGET", "USED", "LEFT"), budget_rows, out)
+        _budget_table(report.budgets, out)
+    return OK
+
+
+def _budget_table(budgets: Sequence[Budget], out: TextIO) -> None:
+    rows = [
+        (
+            b.team,
+            render.money(b.monthly_usd),
+            render.money(b.spent_usd),
+            render.money(b.held_usd),
+            render.money(b.remaining_usd),
+        )
+        for b in budgets
+    ]
+    render.table(("TEAM", "MONTHLY BUDGET", "SPENT", "HELD", "LEFT"), rows, out)
+
+
+def cmd_budget(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    budget = client.budget()
+    if args.json:
+        render.print_json(budget, out)
+        return OK
+    out.write(f"month from {render.when(budget.month_start)} UTC\n\n")
+    _budget_table([budget], out)
     return OK
 
 

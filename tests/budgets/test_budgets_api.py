@@ -29,6 +29,7 @@ def test_set_read_and_remove_a_budget(
     put = client.put(URL, json={"monthly_usd": 50}, headers=ADMIN)
     assert put.status_code == 200
     assert put.json()["monthly_usd"] == 50 and put.json()["remaining_usd"] == 50
+    assert put.json()["monthly_microusd"] == put.json()["remaining_microusd"] == 50_000_000
     assert client.put(URL, json={"monthly_usd": 75.5}, headers=ADMIN).json()["monthly_usd"] == 75.5
     own = client.get("/v1/budget", headers=auth).json()
     assert own["team"] == "team-a" and own["remaining_usd"] == 75.5 and own["spent_usd"] == 0
@@ -62,6 +63,8 @@ def test_spend_this_month_reduces_what_is_left(
     client.put(URL, json={"monthly_usd": 20}, headers=ADMIN)
     body = client.get(URL, headers=ADMIN).json()
     assert body["spent_usd"] == 12.34 and body["remaining_usd"] == 7.66
+    assert (body["spent_microusd"], body["held_microusd"]) == (12_340_000, 0)
+    assert body["remaining_microusd"] == 7_660_000
     assert client.get("/v1/budget", headers=auth).json() == body
 
 

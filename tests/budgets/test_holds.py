@@ -67,6 +67,11 @@ def test_sequential_submits_never_commit_more_than_the_budget(
     budget = client.get("/v1/budget", headers=auth).json()
     assert budget["held_usd"] == pytest.approx(sum(holds(session_factory)) / MICRO)
     assert budget["remaining_usd"] == pytest.approx(3.99 - budget["held_usd"])
+    assert budget["held_microusd"] == sum(holds(session_factory))
+    assert budget["remaining_microusd"] == 3_990_000 - budget["held_microusd"]
+    # The usage report's budget is the same model, built by the same function (nothing runs
+    # yet, so nothing moves between the two requests).
+    assert client.get("/v1/usage", headers=auth).json()["budgets"] == [budget]
 
 
 def test_concurrent_submits_cannot_overshoot(

@@ -51,6 +51,14 @@ def seed_sweep(api: LiveApi) -> None:
         job = Job(
             team_id=team.id, name="sweep", status="SUCCEEDED", spec=spec, created_at=L.at(3, 0)
         )
+        # Queued, not yet run: it holds $20 of research's budget until it ends.
+        queued = {"name": "queued", "trainer": {"steps": 1000}}
+        session.add(
+            Job(
+                team_id=team.id, name="queued", status="PENDING", spec=queued,
+                quote_hold_microusd=20 * L.M, holds_budget=True,
+            )
+        )  # fmt: skip
         session.add(job)
         session.flush()
         for number, (day, hour, hours, capacity, price, od, reason) in enumerate(SWEEP, 1):
@@ -128,7 +136,7 @@ def test_an_admin_sees_every_team_with_charts_and_budgets(
     assert text_of(dom, "total-cost") == f"${ALL_WEEK / L.M:,.2f}" == "$610.24"
     assert text_of(dom, "preemptions") == "4"
     assert "team-b: $5.00 of $100.00 · $95.00 left" in dom
-    assert "research: $0.00 of $500.00 · $500.00 left" in dom
+    assert "research: $0.00 of $500.00 · $20.00 held · $480.00 left" in dom
     bars = set(re.findall(r'data-day="([^"]+)" data-capacity="([^"]+)"', dom))
     assert ("2025-03-05", "on_demand") in bars and ("2025-03-07", "reserved") in bars
     assert len({day for day, _ in bars}) == 7

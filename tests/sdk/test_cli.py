@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from api.models import utcnow
@@ -236,6 +237,24 @@ def test_usage_prints_a_table_and_json(env: dict[str, str]) -> None:
     code, _ = gpujobs("usage", "--from", "2025-02-01T00:00:00Z", "--to", "2025-01-01T00:00:00Z")
     assert code == 2
     assert gpujobs("usage", "--from", "last tuesday")[0] == 2
+
+
+def test_budget_prints_a_table_and_json(env: dict[str, str], api: LiveApi) -> None:
+    code, out = gpujobs("budget")
+    title, table = out.split("\n\n")
+    assert code == 0 and title.startswith("month from ") and title.endswith("-01 00:00 UTC")
+    header, row = table.splitlines()
+    assert header.split() == ["TEAM", "MONTHLY", "BUDGET", "SPENT", "HELD", "LEFT"]
+    assert row.split() == ["team-a", "-", "$0.00", "$0.00", "-"]
+    admin = {"Authorization": f"Bearer {api.admin_token}"}
+    httpx.put(f"{api.url}/v1/admin/teams/team-a/budget", json={"monthly_usd": 40}, headers=admin)
+    code, out = gpujobs("budget", "--json")
+    budget = json.loads(out)
+    assert code == 0 and budget["monthly_microusd"] == budget["remaining_microusd"] == 40_000_000
+    assert (budget["monthly_usd"], budget["held_usd"], budget["remaining_usd"]) == (40, 0, 40)
+    code, out = gpujobs("usage")
+    assert code == 0 and "HELD" in out
+    assert out.splitlines()[-1].split() == ["team-a", "$40.00", "$0.00", "$0.00", "$40.00"]
 
 
 def test_estimate_and_logs_against_the_api(

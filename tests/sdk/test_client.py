@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -16,6 +17,7 @@ from gpujobs.client import AsyncClient, Client, load_spec
 from gpujobs.operations import Operation
 from gpujobs.resources import Job, JobStatus
 from gpujobs.spec import JobSpec
+from gpujobs.usage import Budget
 from tests.conftest import job_body, make_team
 from tests.sdk.server import LiveApi
 
@@ -147,6 +149,31 @@ def test_unreadable_and_malformed_spec_files_are_invalid_specs(gj: Client, tmp_p
     scalar.write_text("just a string\n")
     with pytest.raises(errors.InvalidSpec, match="mapping"):
         load_spec(scalar)
+
+
+def test_budget_reads_the_teams_budget_and_what_its_jobs_hold(api: LiveApi, gj: Client) -> None:
+    unset = gj.budget()
+    assert (unset.team, unset.monthly_microusd, unset.remaining_usd) == ("team-a", None, None)
+    admin = {"Authorization": f"Bearer {api.admin_token}"}
+    put = httpx.put(
+        f"{api.url}/v1/admin/teams/team-a/budget", json={"monthly_usd": 1000}, headers=admin
+    )
+    assert put.status_code == 200, put.text
+    resources = {"gpu_models": ["T4"], "regions": ["us-east-1"]}
+    gj.submit(job_body("held", resources=resources, estimated_hours=4))
+    with api.session_factory() as session:
+        held = sum(session.scalars(select(Job_.quote_hold_microusd).where(Job_.holds_budget)))
+    budget = gj.budget()
+    assert held > 0 and (budget.held_microusd, budget.spent_microusd) == (held, 0)
+    assert budget.remaining_microusd == 1_000_000_000 - held
+    assert budget.remaining_usd == (1_000_000_000 - held) / 1_000_000
+    assert Budget.model_validate(put.json()).monthly_microusd == 1_000_000_000
+
+    async def read() -> Budget:
+        async with AsyncClient(api.url, gj.token) as client:
+            return await client.budget()
+
+    assert asyncio.run(read()) == budget
 
 
 def test_async_client_does_the_same(api: LiveApi, team_token: str) -> None:

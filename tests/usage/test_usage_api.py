@@ -112,12 +112,17 @@ def test_teams_are_isolated_and_an_admin_sees_all(client: TestClient, seeded: L.
 def test_budgets_count_the_current_month(client: TestClient, seeded: L.Seeded) -> None:
     report = client.get("/v1/usage", headers=ADMIN).json()
     budgets = {b["team"]: b for b in report["budgets"]}
-    assert budgets["team-b"]["monthly_budget_microusd"] == L.BUDGET_B
-    assert budgets["team-b"]["used_microusd"] == L.USED_B_THIS_MONTH
-    assert budgets["team-b"]["left_microusd"] == L.BUDGET_B - L.USED_B_THIS_MONTH
-    assert (budgets["team-b"]["used"], budgets["team-b"]["left"]) == (5.0, 95.0)
-    assert budgets["team-a"]["monthly_budget_microusd"] is None
-    assert budgets["team-a"]["left"] is None
+    assert budgets["team-b"]["monthly_microusd"] == L.BUDGET_B
+    assert budgets["team-b"]["spent_microusd"] == L.USED_B_THIS_MONTH
+    assert budgets["team-b"]["held_microusd"] == 0  # its only job has ended
+    assert budgets["team-b"]["remaining_microusd"] == L.BUDGET_B - L.USED_B_THIS_MONTH
+    assert (budgets["team-b"]["spent_usd"], budgets["team-b"]["remaining_usd"]) == (5.0, 95.0)
+    assert budgets["team-a"]["monthly_microusd"] is None
+    assert budgets["team-a"]["remaining_usd"] is None
+    # One model: the team's own budget route answers the same object (team-b runs nothing now,
+    # so its figures do not move between the two requests).
+    own = client.get("/v1/budget", headers=bearer(seeded, "team-b")).json()
+    assert own == budgets["team-b"]
     # The default period is this calendar month so far.
     assert report["from"].endswith("-01T00:00:00Z")
     assert report["to"] == report["generated_at"]

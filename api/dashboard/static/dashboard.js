@@ -853,14 +853,17 @@ function renderBudgets(budgets) {
     div.className = "budget";
     div.dataset.team = b.team;
     const line = document.createElement("div");
-    if (b.monthly_budget_microusd === null) {
-      line.textContent = `${b.team}: ${money(b.used_microusd)} used · no budget set`;
+    const held = b.held_microusd > 0 ? ` · ${money(b.held_microusd)} held` : "";
+    if (b.monthly_microusd === null) {
+      line.textContent = `${b.team}: ${money(b.spent_microusd)} spent${held} · no budget set`;
       div.appendChild(line);
     } else {
-      const share = b.monthly_budget_microusd > 0 ? b.used_microusd / b.monthly_budget_microusd : 1;
+      // Held money is as good as spent for what can still be admitted, so the bar counts it.
+      const committed = b.spent_microusd + b.held_microusd;
+      const share = b.monthly_microusd > 0 ? committed / b.monthly_microusd : 1;
       line.textContent =
-        `${b.team}: ${money(b.used_microusd)} of ${money(b.monthly_budget_microusd)} · ` +
-        `${money(b.left_microusd)} left`;
+        `${b.team}: ${money(b.spent_microusd)} of ${money(b.monthly_microusd)}${held} · ` +
+        `${money(b.remaining_microusd)} left`;
       const bar = document.createElement("div");
       bar.className = "bar";
       const fill = document.createElement("div");
