@@ -95,12 +95,13 @@ def submit(
         holds_budget=admitted.holds_budget,
     )
     # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
-    # unfinished name per team, and the losers find out which.
+    # unfinished name per team, and the losers find out which. Nothing was written before this
+    # insert, so a loser rolls back whole (no savepoint: two round trips fewer per submit).
     try:
-        with session.begin_nested():
-            session.add(job)
-            session.flush()
+        session.add(job)
+        session.flush()
     except IntegrityError:
+        session.rollback()
         if idempotency_key is not None:
             existing = repository.find_by_idempotency_key(
                 session, team_id=principal.team_id, key=idempotency_key
@@ -241,7 +242,9 @@ def spend(ledger: repository.Ledger | None, *, now: datetime) -> Spend:
 def spends(session: Session, *, jobs: Sequence[Job]) -> dict[str, Spend]:
     """Every job's spend, by job id, in one query for the lot."""
     now = utcnow()
-    ledgers = repository.ledgers(session, job_ids=[job.id for job in jobs])
+    # A job never placed has no attempt to read (attempts_count grows with the attempt's insert).
+    placed = [job.id for job in jobs if job.attempts_count]
+    ledgers = repository.ledgers(session, job_ids=placed) if placed else {}
     return {job.id: spend(ledgers.get(job.id), now=now) for job in jobs}
 
 
