@@ -36,37 +36,26 @@ import platform
 import random
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from benchmarks.process_groups import GroupSeen, Sampler
 from devstack.confinement import open_directory
 from devstack.postgres import PostgresCluster
 from devstack.s3server import S3Server, start_s3_server
 from devstack.stack import Stack
+from devstack.workloads import TINY_GPT
 from gpujobs.usage import MICRO
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-# The corpus is named: the default (the running interpreter's stdlib) would differ between the
-# stack's trainers (the bridge interpreter under a root server) and the reference run here.
-TINY_GPT = {
-    "n_layer": 2,
-    "n_embd": 32,
-    "n_head": 4,
-    "block_size": 32,
-    "corpus": str(ROOT / "api"),
-    "corpus_bytes": 200_000,
-}
 FAULTS = ("kill_worker", "kill_api", "restart_redis", "restart_postgres")
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-SAMPLE_S = 0.2
 # A group seen alive up to this long after its attempt's ended_at is the sampler's and the
 # reconciler's granularity (the supervisor writes the exit code, then exits), not unbilled work.
 ALIVE_AFTER_END_TOLERANCE_S = 1.5
@@ -92,79 +81,6 @@ def spot_trace(rng: random.Random, *, gaps: int = 2, ticks: int = 400) -> list[i
     for _ in range(gaps):
         trace += [1] * rng.randint(6, 12) + [0]
     return trace + [1] * (ticks - len(trace))
-
-
-# Process groups, as /proc shows them --------------------------------------------------------
-
-
-def live_groups() -> set[int]:
-    """Process group ids with at least one process that is not a zombie."""
-    groups: set[int] = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z":
-            groups.add(int(fields[2]))
-    return groups
-
-
-@dataclass
-class GroupSeen:
-    job_id: str
-    first: float
-    last: float
-
-
-@dataclass
-class Sampler:
-    """Which attempts' process groups are alive, sampled; and when two of one job were."""
-
-    attempts_dir: Path
-    seen: dict[str, GroupSeen] = field(default_factory=dict)
-    overlaps: list[dict[str, Any]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def _groups(self) -> dict[str, tuple[int, str]]:
-        found: dict[str, tuple[int, str]] = {}
-        for pid_file in self.attempts_dir.glob("*/pid"):
-            try:
-                pid = int(json.loads(pid_file.read_text())["pid"])
-                job_id = json.loads((pid_file.parent / "run_config.json").read_text())["job_id"]
-            except (OSError, ValueError, KeyError):
-                continue  # being written
-            found[pid_file.parent.name] = (pid, str(job_id))
-        return found
-
-    def sample(self) -> dict[str, list[str]]:
-        now = time.time()
-        alive = live_groups()
-        by_job: dict[str, list[str]] = {}
-        for attempt_id, (pgid, job_id) in self._groups().items():
-            if pgid not in alive:
-                continue
-            by_job.setdefault(job_id, []).append(attempt_id)
-            record = self.seen.setdefault(attempt_id, GroupSeen(job_id, now, now))
-            record.last = now
-        for job_id, attempt_ids in by_job.items():
-            if len(attempt_ids) > 1:
-                self.overlaps.append({"job_id": job_id, "attempts": sorted(attempt_ids), "at": now})
-        return by_job
-
-    def _loop(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self.sample()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
 
 # The checks (pure: observations in, counts and details out) -----------------------------------

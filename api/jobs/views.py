@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from api.jobs.service import Spend
 from api.models import Job, JobAttempt, JobEvent
 from api.money import MICRO
@@ -32,20 +34,24 @@ def job(row: Job, spend: Spend) -> r.Job:
 
 
 def placement(row: JobAttempt) -> r.Placement:
-    return r.Placement(
-        attempt=row.number,
-        cloud=row.cloud,
-        region=row.region,
-        zone=row.zone,
-        instance_type=row.instance_type,
-        gpu_model=row.gpu_model,
-        gpu_count=row.gpu_count,
-        nodes=row.nodes,
-        capacity_type=CapacityType(row.capacity_type),
-        price_per_hour=row.price_per_hour,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-    )
+    return r.Placement(attempt=row.number, **_where(row))
+
+
+def _where(row: JobAttempt) -> dict[str, Any]:
+    """Where and when an attempt runs: the fields a Placement and a JobAttempt share."""
+    return {
+        "cloud": row.cloud,
+        "region": row.region,
+        "zone": row.zone,
+        "instance_type": row.instance_type,
+        "gpu_model": row.gpu_model,
+        "gpu_count": row.gpu_count,
+        "nodes": row.nodes,
+        "capacity_type": CapacityType(row.capacity_type),
+        "price_per_hour": row.price_per_hour,
+        "started_at": row.started_at,
+        "ended_at": row.ended_at,
+    }
 
 
 def quote(row: Job) -> r.Quote | None:
@@ -68,18 +74,8 @@ def attempt(row: JobAttempt) -> r.JobAttempt:
         id=row.id,
         job_id=row.job_id,
         number=row.number,
-        cloud=row.cloud,
-        region=row.region,
-        zone=row.zone,
-        instance_type=row.instance_type,
-        gpu_model=row.gpu_model,
-        gpu_count=row.gpu_count,
-        capacity_type=CapacityType(row.capacity_type),
-        nodes=row.nodes,
-        price_per_hour=row.price_per_hour,
+        **_where(row),
         reservation_id=row.reservation_id,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
         end_reason=row.end_reason,
         cost=None if row.cost_microusd is None else row.cost_microusd / MICRO,
         resume_from_step=row.resume_from_step,

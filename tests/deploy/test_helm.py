@@ -12,7 +12,6 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
-from api.placement import Placement
 from api.settings import Settings
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
@@ -30,6 +29,7 @@ from tests.launchers.k8s_calls import (
     launcher_calls,
 )
 from tests.launchers.pod_security import restricted_violations
+from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest
 from worker.launchers.kubernetes import KubernetesLauncherConfig
 from worker.launchers.kubernetes.manifests import build_manifests
@@ -445,18 +445,7 @@ def test_trainer_jobs_from_each_cloud_profile_are_valid(
         attempt_number=1,
         job_name="demo",
         team="acme",
-        placement=Placement(
-            cloud="aws",
-            region="us-east-1",
-            zone="us-east-1a",
-            instance_type="g5.xlarge",
-            gpu_model="A10G",
-            gpu_count=1,
-            nodes=2,
-            capacity_type=capacity,
-            price_per_hour=1.0,
-            on_demand_price_per_hour=1.0,
-        ),
+        placement=a_placement(capacity, nodes=2),
         gpus_per_node=1,
         run_config=RunConfig(trainer=TrainerSpec(steps=10), checkpoint_uri="s3://b/p"),
         job_token="tok",

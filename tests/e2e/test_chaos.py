@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import GroupSeen, check, run_chaos
+from benchmarks.chaos import check, run_chaos
+from benchmarks.process_groups import GroupSeen
 from devstack.s3server import S3Server
 
 T0 = "2026-12-02T10:00:00+00:00"

@@ -16,21 +16,10 @@ import pytest
 import torch
 
 from devstack.stack import ROOT, Stack
+from devstack.workloads import TINY_GPT
 from trainer.checkpoint.reader import load_latest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
-
-# The corpus is named: by default it is the running interpreter's standard library, and the local
-# launcher may run trainers on another interpreter than this test's (a root server's bridge,
-# worker/launchers/interpreter.py), which would make the reference run read other text.
-TINY_GPT = {
-    "n_layer": 2,
-    "n_embd": 32,
-    "n_head": 4,
-    "block_size": 32,
-    "corpus": str(ROOT / "api"),
-    "corpus_bytes": 200_000,
-}
 
 
 def trainer_spec(steps: int) -> dict[str, Any]:

@@ -15,11 +15,28 @@ from api.auth import Principal, authenticate
 from api.database import transaction
 from api.jobs import service as jobs
 from api.models import Job, JobAttempt, JobEvent
+from api.placement import Placement
 from api.settings import Settings
-from gpujobs.spec import JobSpec
+from gpujobs.spec import CapacityType, JobSpec
 from tests.conftest import make_team
 from worker.control import ControlPlane
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
+
+
+def a_placement(capacity: CapacityType = CapacityType.ON_DEMAND, *, nodes: int = 1) -> Placement:
+    """One g5.xlarge node-group in us-east-1a at $1/h: the launchers' tests place nothing real."""
+    return Placement(
+        cloud="aws",
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_type="g5.xlarge",
+        gpu_model="A10G",
+        gpu_count=1,
+        nodes=nodes,
+        capacity_type=capacity,
+        price_per_hour=1.0,
+        on_demand_price_per_hour=1.0,
+    )
 
 
 class Clock:

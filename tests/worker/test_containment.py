@@ -24,11 +24,11 @@ import pytest
 
 from api.database import make_engine
 from api.migrate import upgrade_to_head
-from api.placement import Placement
 from api.settings import Settings
 from devstack.confinement import open_directory, trainer_python
 from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
-from gpujobs.spec import CapacityType, TrainerSpec
+from gpujobs.spec import TrainerSpec
+from tests.worker.support import a_placement
 from worker.control import make_launcher
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LocalLauncher
@@ -153,18 +153,7 @@ def launch_request(
         attempt_number=1,
         job_name=job_id,
         team=team,
-        placement=Placement(
-            cloud="aws",
-            region="us-east-1",
-            zone="us-east-1a",
-            instance_type="g5.xlarge",
-            gpu_model="A10G",
-            gpu_count=1,
-            nodes=1,
-            capacity_type=CapacityType.ON_DEMAND,
-            price_per_hour=1.0,
-            on_demand_price_per_hour=1.0,
-        ),
+        placement=a_placement(),
         gpus_per_node=processes,
         run_config=config,
         job_token=f"gpj_job-token-of-{job_id}",

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from api.placement import Placement
 from devstack.confinement import open_directory, trainer_python
 from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
+from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
 from worker.launchers.spot_market import RateMarket, TraceMarket
@@ -58,18 +58,7 @@ def request(
         attempt_number=1,
         job_name="tiny",
         team="team-a",
-        placement=Placement(
-            cloud="aws",
-            region="us-east-1",
-            zone="us-east-1a",
-            instance_type="g5.xlarge",
-            gpu_model="A10G",
-            gpu_count=1,
-            nodes=1,
-            capacity_type=capacity,
-            price_per_hour=1.0,
-            on_demand_price_per_hour=1.0,
-        ),
+        placement=a_placement(capacity),
         gpus_per_node=1,
         run_config=config,
         job_token="gpj_test-token",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from api.placement import Placement
 from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, RunConfig
-from gpujobs.spec import CapacityType, TrainerSpec
+from gpujobs.spec import TrainerSpec
+from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest
 from worker.launchers.environment import (
     Host,
@@ -46,18 +46,7 @@ def request(env: dict[str, str] | None = None, *, s3_endpoint: str | None = None
         attempt_number=1,
         job_name="tiny",
         team="team-a",
-        placement=Placement(
-            cloud="aws",
-            region="us-east-1",
-            zone="us-east-1a",
-            instance_type="g5.xlarge",
-            gpu_model="A10G",
-            gpu_count=1,
-            nodes=1,
-            capacity_type=CapacityType.ON_DEMAND,
-            price_per_hour=1.0,
-            on_demand_price_per_hour=1.0,
-        ),
+        placement=a_placement(),
         gpus_per_node=1,
         run_config=RunConfig.model_validate(
             {
