@@ -33,6 +33,7 @@ def request(
     steps: int = 10,
     capacity: CapacityType = CapacityType.ON_DEMAND,
     workload: str = "gpt",
+    job_id: str = "job-1",
 ) -> LaunchRequest:
     trainer = TrainerSpec.model_validate(
         {
@@ -46,14 +47,14 @@ def request(
         }
     )
     config = RunConfig(
-        job_id="job-1",
+        job_id=job_id,
         attempt_id=attempt_id,
         trainer=trainer,
-        checkpoint_uri=str(tmp_path / "checkpoints" / "job-1"),
+        checkpoint_uri=str(tmp_path / "checkpoints" / job_id),
         progress_every_s=0.05,
     )
     return LaunchRequest(
-        job_id="job-1",
+        job_id=job_id,
         attempt_id=attempt_id,
         attempt_number=1,
         job_name="tiny",
@@ -66,14 +67,17 @@ def request(
     )
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
+def wait_for(
+    predicate: Callable[[], Any], what: str | Callable[[], str], timeout: float = TIMEOUT
+) -> Any:
+    """`what` may be a function, so a failure reports the state at the timeout, not before."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 def wait_until_done(launcher: LocalLauncher, handle: str) -> Observation:
@@ -83,7 +87,11 @@ def wait_until_done(launcher: LocalLauncher, handle: str) -> Observation:
             None if observed.state in (ObservedState.RUNNING, ObservedState.PENDING) else observed
         )
 
-    return wait_for(done, f"{handle} to stop; log:\n{log_text(launcher, handle)}")
+    def what() -> str:
+        observed = launcher.status(handle)
+        return f"{handle} to stop (it is {observed}); log:\n{log_text(launcher, handle)}"
+
+    return wait_for(done, what)
 
 
 def log_text(launcher: LocalLauncher, handle: str) -> str:

@@ -28,7 +28,8 @@ def test_drain_stops_running_trainers_after_their_checkpoint(
 ) -> None:
     launcher = make(launchers, tmp_path / "attempts", notice_s=60.0)
     running = request(tmp_path, "attempt-run", steps=1_000_000)
-    finished = request(tmp_path, "attempt-done", steps=5)
+    # Another job: two attempts of one job never share its checkpoints at the same time.
+    finished = request(tmp_path, "attempt-done", steps=5, job_id="job-2")
     handle = launcher.launch(running)
     done = launcher.launch(finished)
     assert wait_until_done(launcher, done).state == ObservedState.SUCCEEDED
