@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api import health, metrics
 from api.admission import default_admission
 from api.artifacts import endpoints as artifacts
+from api.auth import PrincipalCache
 from api.budgets import endpoints as budgets
 from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
@@ -64,6 +65,7 @@ def create_app(
     app.state.admission = admission if admission is not None else default_admission
     app.state.logs = logs
     app.state.log_followers = Followers(limit=settings.log_followers_per_team)
+    app.state.principals = PrincipalCache(settings.auth_cache_s)
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(jobs.router)

@@ -3,6 +3,12 @@
 Two kinds of caller: the operator, with the configured admin token (Settings.admin_token, never
 stored in the database), and teams, with tokens issued to them. No team token is an admin, the
 embedded default team's included. A token may expire and may be revoked; both are refused with 401.
+
+A token that authenticated is remembered for a few seconds (`PrincipalCache`), so most requests
+cost no query for their caller. Expiry is still checked on every request; a revocation through
+this process's API applies at once; one made elsewhere (the admin CLI, another API replica, the
+worker closing a finished job's token) applies within `Settings.auth_cache_s`, as a webhook
+token cache on Kubernetes' API server does.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
@@ -32,6 +40,7 @@ class Principal:
     job_id: str | None = None  # set for a trainer's job-scoped token
     token_id: str | None = None  # None for the admin token, which is not stored
     last_used_at: datetime | None = None
+    expires_at: datetime | None = None
 
     def require_team_token(self) -> None:
         if self.job_id is not None:
@@ -97,12 +106,26 @@ def refusal(token: ApiToken, *, now: datetime) -> str | None:
     """Why a stored token is refused now, or None when it is good."""
     if token.revoked_at is not None:
         return f"token {token.prefix}... was revoked at {token.revoked_at.isoformat()}"
-    if token.expires_at is not None and token.expires_at <= now:
+    return _expired(token.prefix, token.expires_at, now=now)
+
+
+def _expired(prefix: str, expires_at: datetime | None, *, now: datetime) -> str | None:
+    if expires_at is not None and expires_at <= now:
         return (
-            f"token {token.prefix}... expired at {token.expires_at.isoformat()}; "
-            "ask an operator for a new one"
+            f"token {prefix}... expired at {expires_at.isoformat()}; ask an operator for a new one"
         )
     return None
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header."""
+    if not authorization:
+        raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'")
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("Authorization must be 'Bearer <token>'")
+    return token
 
 
 def authenticate(
@@ -113,12 +136,7 @@ def authenticate(
     now: datetime | None = None,
 ) -> Principal:
     now = now or utcnow()
-    if not authorization:
-        raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'")
-    scheme, _, token = authorization.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise Unauthorized("Authorization must be 'Bearer <token>'")
+    token = bearer_token(authorization)
     if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
         return ADMIN
     row = session.execute(
@@ -138,7 +156,63 @@ def authenticate(
         job_id=api_token.job_id,
         token_id=api_token.id,
         last_used_at=api_token.last_used_at,
+        expires_at=api_token.expires_at,
     )
+
+
+@dataclass(frozen=True)
+class _Remembered:
+    principal: Principal
+    until: float  # time.monotonic()
+
+
+class PrincipalCache:
+    """Team and job tokens that authenticated less than `ttl_s` ago, by their SHA-256.
+
+    Bounded: past `max_entries` the oldest entry goes. `ttl_s` = 0 remembers nothing."""
+
+    def __init__(self, ttl_s: float, *, max_entries: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._entries: dict[str, _Remembered] = {}
+        self._lock = threading.Lock()
+
+    def get(self, token: str, *, now: datetime) -> Principal | None:
+        """The remembered principal; Unauthorized when its token expired since."""
+        key = hash_token(token)
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry.until <= time.monotonic():
+            self._entries.pop(key, None)
+            return None
+        principal = entry.principal
+        expired = _expired(token[: len(TOKEN_PREFIX) + 4], principal.expires_at, now=now)
+        if expired is not None:
+            raise Unauthorized(expired)
+        return principal
+
+    def put(self, token: str, principal: Principal) -> None:
+        if self.ttl_s <= 0 or principal.token_id is None:
+            return  # the admin token is compared, never looked up
+        with self._lock:
+            self._entries[hash_token(token)] = _Remembered(principal, time.monotonic() + self.ttl_s)
+            while len(self._entries) > self.max_entries:
+                del self._entries[next(iter(self._entries))]
+
+    def used(self, token: str, principal: Principal, *, at: datetime) -> Principal:
+        """After recording a use: remember it, so the next request does not write again."""
+        updated = replace(principal, last_used_at=at)
+        key = hash_token(token)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries[key] = replace(entry, principal=updated)
+        return updated
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 def use_is_stale(principal: Principal, *, now: datetime) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
@@ -14,12 +15,19 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.auth import Principal, authenticate, record_use, use_is_stale
+from api.auth import (
+    Principal,
+    PrincipalCache,
+    authenticate,
+    bearer_token,
+    record_use,
+    use_is_stale,
+)
 from api.database import read_session, transaction
 from api.errors import DomainError, Unavailable
 from api.models import utcnow
@@ -66,26 +74,39 @@ BEARER = HTTPBearer(
 )
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    # A read session of its own, closed before returning: the endpoint runs in another thread
-    # hop, and waiting for it must hold no connection (nor, on SQLite, any lock).
+    """In the event loop: a remembered token costs no thread hop and no query. A lookup gets a
+    read session of its own, closed before returning: the endpoint runs in another thread hop,
+    and waiting for it must hold no connection (nor, on SQLite, any lock)."""
     factory = request.app.state.session_factory
+    remembered: PrincipalCache = request.app.state.principals
     now = utcnow()
-    with read_session(factory) as session:
-        principal = authenticate(
-            session,
-            authorization=authorization,
-            admin_token=request.app.state.settings.admin_token,
-            now=now,
-        )
+    token = bearer_token(authorization)
+    principal = remembered.get(token, now=now)
+    if principal is None:
+        admin_token = request.app.state.settings.admin_token
+
+        def look_up() -> Principal:
+            with read_session(factory) as session:
+                return authenticate(
+                    session, authorization=authorization, admin_token=admin_token, now=now
+                )
+
+        principal = await anyio.to_thread.run_sync(look_up)
+        remembered.put(token, principal)
     if use_is_stale(principal, now=now):  # at most once a minute per token: a short write
-        with transaction(factory) as session:
-            record_use(session, principal=principal, now=now)
+        await anyio.to_thread.run_sync(_write_use, factory, principal, now)
+        principal = remembered.used(token, principal, at=now)
     return principal
+
+
+def _write_use(factory: sessionmaker[Session], principal: Principal, now: datetime) -> None:
+    with transaction(factory) as session:
+        record_use(session, principal=principal, now=now)
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     api_queue_wait_s: float = Field(
         10.0, description="Longest a request waits in line before a 503 with Retry-After."
     )
+    auth_cache_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long a token that authenticated is remembered (no query). A revocation "
+        "made outside this process (admin CLI, another replica) applies within this time; 0 "
+        "checks the database on every request.",
+    )
     log_followers_per_team: int = Field(
         8, description="Concurrent `logs?follow=true` streams per team; more get 429."
     )

@@ -79,6 +79,14 @@ def matching_offers(resources: ResourcesSpec, catalog: Catalog) -> tuple[Offer, 
     return tuple(found)
 
 
+def _sold(offers: Sequence[Offer], allowed: set[CapacityType]) -> bool:
+    spot, on_demand = CapacityType.SPOT in allowed, CapacityType.ON_DEMAND in allowed
+    return any(
+        (on_demand and o.on_demand_price is not None) or (spot and o.spot_price is not None)
+        for o in offers
+    )
+
+
 def check(
     spec: JobSpec, catalog: Catalog, *, slots: Callable[[], Sequence[Slot]]
 ) -> tuple[Offer, ...]:
@@ -88,6 +96,9 @@ def check(
     offers = matching_offers(spec.resources, catalog)
     allowed = set(spec.capacity.types)
     nodes = spec.resources.nodes
+    cap = spec.capacity.max_price_per_hour
+    if cap is None and _sold(offers, allowed):
+        return offers  # the common case, on every submit: no price cap, something is for sale
     priced = [
         (price * nodes, o)
         for o in offers
@@ -97,7 +108,6 @@ def check(
         )
         if capacity in allowed and price is not None
     ]
-    cap = spec.capacity.max_price_per_hour
     if any(cap is None or price <= cap + 1e-9 for price, _ in priced):
         return offers
     if CapacityType.RESERVED in allowed and _reservable(offers, slots(), nodes):

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response
 from sqlalchemy.orm import Session
 
+from api.auth import Principal
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.jobs import service, views
 from api.models import Job
@@ -17,14 +18,19 @@ from gpujobs.spec import JobSpec
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
-def _views(session: Session, rows: Sequence[Job]) -> list[r.Job]:
+def _views(session: Session, rows: Sequence[Job], principal: Principal) -> list[r.Job]:
     """Jobs with their placement and cost so far, one query for any number of them."""
     spends = service.spends(session, jobs=rows)
-    return [views.job(row, spends[row.id]) for row in rows]
+    return [views.job(row, spends[row.id], team_name=_team_name(row, principal)) for row in rows]
 
 
-def _view(session: Session, row: Job) -> r.Job:
-    return _views(session, [row])[0]
+def _view(session: Session, row: Job, principal: Principal) -> r.Job:
+    return _views(session, [row], principal)[0]
+
+
+def _team_name(row: Job, principal: Principal) -> str:
+    # The caller's own team is known from its token: a job just inserted has no team loaded.
+    return principal.team_name if row.team_id == principal.team_id else row.team.name
 
 
 _LOCATION = {"description": "The job's URL.", "schema": {"type": "string"}}
@@ -68,7 +74,7 @@ def submit_job(
         admission=request.app.state.admission,
         workload_prefixes=request.app.state.settings.workload_prefixes_for(principal.team_name),
     )
-    body = _view(session, submitted.job)
+    body = _view(session, submitted.job, principal)
     session.commit()
     if submitted.created:
         request.app.state.nudge("schedule", submitted.job.id)
@@ -89,13 +95,15 @@ def list_jobs(
     rows, next_cursor = service.list_jobs(
         session, principal=principal, statuses=status or [], cursor=cursor, limit=limit
     )
-    page = r.Page[r.Job](items=_views(session, rows), next_cursor=next_cursor)
+    page = r.Page[r.Job](items=_views(session, rows, principal), next_cursor=next_cursor)
     return respond(page)
 
 
 @router.get("/{job_id}", response_model=r.Job)
 def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
-    return respond(_view(session, service.get(session, principal=principal, job_id=job_id)))
+    return respond(
+        _view(session, service.get(session, principal=principal, job_id=job_id), principal)
+    )
 
 
 @router.post("/{job_id}/cancel", response_model=r.Job)
@@ -103,7 +111,7 @@ def cancel_job(
     request: Request, job_id: str, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     job = service.cancel(session, principal=principal, job_id=job_id)
-    body = _view(session, job)
+    body = _view(session, job, principal)
     session.commit()
     request.app.state.nudge("reconcile", job.id)
     return respond(body)
@@ -126,6 +134,6 @@ def report_progress(
     job_id: str, report: r.ProgressReport, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     job = service.report_progress(session, principal=principal, job_id=job_id, report=report)
-    body = _view(session, job)
+    body = _view(session, job, principal)
     session.commit()
     return respond(body)

@@ -6,19 +6,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from api.models import Job, JobAttempt, JobEvent
 from gpujobs.resources import TERMINAL_STATUSES
 
 TERMINAL = [status.value for status in TERMINAL_STATUSES]
+# A team reading its own jobs knows its name: no join to teams (the relationship's default).
+OWN_TEAM = lazyload(Job.team)
 
 
 def get(session: Session, *, job_id: str, team_id: str | None) -> Job | None:
     """A job visible to `team_id` (None = any team, for admins and the control loop)."""
     query = select(Job).where(Job.id == job_id)
     if team_id is not None:
-        query = query.where(Job.team_id == team_id)
+        query = query.where(Job.team_id == team_id).options(OWN_TEAM)
     return session.scalars(query).first()
 
 
@@ -26,14 +28,14 @@ def by_id_prefix(session: Session, *, prefix: str, team_id: str | None, limit: i
     """Jobs whose id starts with `prefix` (lower-case hex and dashes only: no LIKE wildcards)."""
     query = select(Job).where(Job.id.startswith(prefix)).order_by(Job.id.desc()).limit(limit)
     if team_id is not None:
-        query = query.where(Job.team_id == team_id)
+        query = query.where(Job.team_id == team_id).options(OWN_TEAM)
     return list(session.scalars(query))
 
 
 def newest_by_name(session: Session, *, name: str, team_id: str | None) -> Job | None:
     query = select(Job).where(Job.name == name).order_by(Job.id.desc()).limit(1)
     if team_id is not None:
-        query = query.where(Job.team_id == team_id)
+        query = query.where(Job.team_id == team_id).options(OWN_TEAM)
     return session.scalars(query).first()
 
 
@@ -66,7 +68,7 @@ def list_page(
     """Newest first. Ids are time-ordered (UUIDv7), so `id < cursor` is a stable cursor."""
     query = select(Job).order_by(Job.id.desc()).limit(limit)
     if team_id is not None:
-        query = query.where(Job.team_id == team_id)
+        query = query.where(Job.team_id == team_id).options(OWN_TEAM)
     if statuses:
         query = query.where(Job.status.in_(statuses))
     if before_id is not None:

@@ -70,8 +70,6 @@ def submit(
         if existing is not None:
             return _replay(existing, request_hash)
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
-    if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
-        raise _name_in_use(spec.name)
     now = utcnow()
     admitted = None
     if admission is not None:
@@ -95,8 +93,9 @@ def submit(
         holds_budget=admitted.holds_budget,
     )
     # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
-    # unfinished name per team, and the losers find out which. Nothing was written before this
-    # insert, so a loser rolls back whole (no savepoint: two round trips fewer per submit).
+    # unfinished name per team, and the losers find out which. The index is also the only name
+    # check (a query before it would be one more round trip on every submit to catch the rare
+    # clash early). Nothing was written before this insert, so a loser rolls back whole.
     try:
         session.add(job)
         session.flush()

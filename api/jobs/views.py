@@ -11,10 +11,10 @@ from gpujobs import resources as r
 from gpujobs.spec import CapacityType, JobSpec
 
 
-def job(row: Job, spend: Spend) -> r.Job:
+def job(row: Job, spend: Spend, *, team_name: str) -> r.Job:
     return r.Job(
         id=row.id,
-        team=row.team.name,
+        team=team_name,
         name=row.name,
         status=r.JobStatus(row.status),
         status_reason=row.status_reason,

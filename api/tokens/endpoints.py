@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import APIRouter, Body, Path, Query, Request, Response
 
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.models import utcnow
@@ -75,7 +75,10 @@ def create_token(
 
 
 @router.delete("/v1/admin/tokens/{token_id}", response_model=TokenInfo)
-def revoke_token(token_id: TokenId, session: SessionDep, principal: PrincipalDep) -> Response:
+def revoke_token(
+    request: Request, token_id: TokenId, session: SessionDep, principal: PrincipalDep
+) -> Response:
     revoked = service.revoke_token(session, principal=principal, token_id=token_id, now=utcnow())
     session.commit()
+    request.app.state.principals.clear()  # refused from the next request on, here at least
     return respond(revoked)

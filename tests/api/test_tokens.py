@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, text, update
+from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import http
+from api.app import create_app
 from api.auth import hash_token
 from api.database import transaction
 from api.models import ApiToken, utcnow
@@ -149,7 +153,6 @@ def test_an_expired_token_gets_401_saying_so(
 ) -> None:
     created = create_team(client, "acme", expires_in_seconds=60)
     token = str(created["token"])
-    assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
     with transaction(session_factory) as session:
         session.execute(
             update(ApiToken)
@@ -164,8 +167,50 @@ def test_an_expired_token_gets_401_saying_so(
     assert not shown["active"] and shown["revoked_at"] is None
 
 
+def test_a_remembered_token_still_expires_on_time(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = str(create_team(client, "acme", expires_in_seconds=60)["token"])
+    assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200  # now remembered
+    monkeypatch.setattr(http, "utcnow", lambda: utcnow() + timedelta(seconds=61))
+    refused = client.get("/v1/jobs", headers=bearer(token))
+    assert refused.status_code == 401
+    assert "expired at" in refused.json()["error"]["message"]
+
+
+def test_a_remembered_token_costs_no_token_query(
+    client: TestClient, token: str, engine: Engine
+) -> None:
+    statements: list[str] = []
+    record = lambda *args: statements.append(args[2])  # noqa: E731  (conn, cursor, statement, ...)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+        assert any("api_tokens" in statement for statement in statements)
+        statements.clear()
+        assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+        assert statements and not any("api_tokens" in statement for statement in statements)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_revocation_made_elsewhere_applies_within_the_cache_time(
+    settings: Settings, session_factory: sessionmaker[Session], token: str
+) -> None:
+    """The admin CLI (another process) writes revoked_at: this API notices within auth_cache_s."""
+    quick = settings.model_copy(update={"auth_cache_s": 0.3})
+    app = create_app(quick, session_factory=session_factory, nudge=lambda *_: None)
+    with TestClient(app) as client:
+        assert client.get("/v1/jobs", headers=bearer(token)).status_code == 200
+        with transaction(session_factory) as session:
+            session.execute(update(ApiToken).values(revoked_at=utcnow()))
+        time.sleep(0.4)
+        refused = client.get("/v1/jobs", headers=bearer(token))
+        assert refused.status_code == 401 and "revoked" in refused.json()["error"]["message"]
+
+
 def test_last_use_is_recorded_at_most_once_a_minute(
-    client: TestClient, token: str, session_factory: sessionmaker[Session]
+    client: TestClient, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     [fresh] = tokens(client, team="team-a")
     assert fresh["last_used_at"] is None
@@ -175,13 +220,15 @@ def test_last_use_is_recorded_at_most_once_a_minute(
     client.get("/v1/budget", headers=bearer(token))
     [unchanged] = tokens(client, team="team-a")
     assert unchanged["last_used_at"] == used["last_used_at"]  # no write within the minute
-    two_minutes_ago = utcnow() - timedelta(minutes=2)
-    with transaction(session_factory) as session:
-        session.execute(update(ApiToken).values(last_used_at=two_minutes_ago))
-    before = utcnow()
+    # Two minutes later (the token is remembered meanwhile: its use is written all the same).
+    later_now = utcnow() + timedelta(minutes=2)
+    monkeypatch.setattr(http, "utcnow", lambda: later_now)
     client.get("/v1/budget", headers=bearer(token))  # a GET: nothing else is committed
     [later] = tokens(client, team="team-a")
-    assert datetime.fromisoformat(str(later["last_used_at"])) >= before
+    assert datetime.fromisoformat(str(later["last_used_at"])) == later_now
+    client.get("/v1/budget", headers=bearer(token))
+    [again] = tokens(client, team="team-a")
+    assert again["last_used_at"] == later["last_used_at"]
 
 
 def test_a_team_that_was_an_admin_before_the_migration_no_longer_is(tmp_path: Path) -> None:
