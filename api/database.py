@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +50,34 @@ def make_engine(settings: Settings) -> Engine:
         event.listen(engine, "commit", writer.end)
         event.listen(engine, "rollback", writer.end)
         return engine
-    return create_engine(url, pool_pre_ping=True, **pool)
+    engine = create_engine(url, **pool)
+    event.listen(engine, "checkin", _note_checkin)
+    event.listen(engine, "checkout", _ping_if_idle(engine))
+    return engine
+
+
+# A connection used within this long is trusted as it is: pinging on every checkout (the pool's
+# pre_ping) is a round trip per request. One that died meanwhile (the database restarted) fails
+# its request with a retryable 503, and SQLAlchemy then renews the whole pool.
+PING_AFTER_IDLE_S = 1.0
+_CHECKED_IN_AT = "gpujobs_checked_in_at"
+
+
+def _note_checkin(dbapi_connection: Any, record: Any) -> None:
+    record.info[_CHECKED_IN_AT] = time.monotonic()
+
+
+def _ping_if_idle(engine: Engine) -> Callable[[Any, Any, Any], None]:
+    def ping(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        idle_since = record.info.get(_CHECKED_IN_AT)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return  # new, or just used
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise sa_exc.DisconnectionError(str(error)) from error  # the pool reconnects
+
+    return ping
 
 
 def _private_sqlite_files(path: Path) -> None:
