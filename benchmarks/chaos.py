@@ -1,6 +1,6 @@
 """Chaos on the real stack: nothing lost, nothing run twice, nothing unbilled, same weights.
 
-    python -m benchmarks.chaos [--jobs 4] [--steps 60] [--seed 11] [--timeout-s 480]
+    python -m benchmarks.chaos [--jobs 4] [--steps 200] [--seed 11] [--timeout-s 480]
 
 The whole service as processes (devstack.stack: a throwaway PostgreSQL cluster, a dedicated
 Redis, SeaweedFS, the API over uvicorn, a Celery worker and beat, the local launcher with its
@@ -207,6 +207,23 @@ def check(
     }
 
 
+def coverage(
+    injected: list[dict[str, Any]],
+    kinds: tuple[str, ...],
+    attempts: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """What the run exercised: a run whose jobs end before every fault kind struck, or that saw
+    no spot preemption, proves less than its zero violations say."""
+    struck = {f["fault"] for f in injected}
+    preempted = sum(1 for rows in attempts.values() for a in rows if a["end_reason"] == "preempted")
+    missing = [kind for kind in kinds if kind not in struck]
+    return {
+        "fault_kinds_missing": missing,
+        "preempted_attempts": preempted,
+        "complete": not missing and preempted > 0,
+    }
+
+
 def violations_total(report: dict[str, Any]) -> float:
     return float(sum(report["violations"].values()))
 
@@ -397,6 +414,7 @@ def run_chaos(
                 ended_at=ended_at,
             )
             report["faults"] = injected
+            report["coverage"] = coverage(injected, faults, attempt_views)
             report["restarted_on_their_own"] = dict(stack.restarts)
             report["end_states"] = {
                 j: {"status": v["status"] if v else None,
@@ -415,7 +433,7 @@ def run_chaos(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos", description=__doc__)
     parser.add_argument("--jobs", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--max-faults", type=int, default=12)
@@ -449,15 +467,18 @@ def main(argv: list[str] | None = None) -> int:
             "workload": {"gpt": TINY_GPT},
         },  # fmt: skip
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "goal": "every violation count 0",
+        "goal": "every violation count 0, with every fault kind and a spot preemption exercised",
         **report,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    summary = {k: result[k] for k in ("jobs", "succeeded", "attempts", "violations", "ledger",
-                                      "weights_checked", "faults", "wall_s")}  # fmt: skip
+    shown = ("jobs", "succeeded", "attempts", "violations", "ledger", "weights_checked", "faults",
+             "coverage", "wall_s")  # fmt: skip
+    summary = {k: result[k] for k in shown}
     print(json.dumps(summary, indent=2))
-    return 1 if violations_total(report) else 0
+    if not report["coverage"]["complete"]:
+        print("[chaos] the run did not exercise every fault and a preemption: give it more --steps")
+    return 1 if violations_total(report) or not report["coverage"]["complete"] else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import check, run_chaos
+from benchmarks.chaos import FAULTS, check, coverage, run_chaos
 from benchmarks.process_groups import GroupSeen
 from devstack.s3server import S3Server
 
@@ -64,6 +64,15 @@ def test_the_checks_find_each_kind_of_violation() -> None:
     ] == pytest.approx(30, abs=0.01)
     assert _check(ledger_total_microusd=119_000)["ledger_mismatch"] == 1
     assert _check(weights_equal={"j": False})["weights_mismatch"] == 1
+
+
+def test_coverage_names_what_a_run_did_not_exercise() -> None:
+    ran = {"j": [{"end_reason": "preempted"}, {"end_reason": "succeeded"}]}
+    full = coverage([{"fault": kind} for kind in FAULTS], FAULTS, ran)
+    assert full == {"fault_kinds_missing": [], "preempted_attempts": 1, "complete": True}
+    short = coverage([{"fault": "kill_api"}], FAULTS, {"j": [{"end_reason": "succeeded"}]})
+    assert short["fault_kinds_missing"] == [k for k in FAULTS if k != "kill_api"]
+    assert short["preempted_attempts"] == 0 and not short["complete"]
 
 
 def _ts(value: str) -> float:
