@@ -28,7 +28,7 @@ from api.auth import (
     record_use,
     use_is_stale,
 )
-from api.database import read_session, transaction
+from api.database import close_does_io, read_session, transaction
 from api.errors import DomainError, Unavailable
 from api.models import utcnow
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
@@ -50,13 +50,13 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     """The request's session. Opening one does no IO; the connection is taken at the first
     query, in the endpoint's thread. A read (GET) gets a read-only session: on SQLite it takes
     no lock. Routers commit explicitly before answering; anything left is discarded, in a
-    thread only when a transaction is still open."""
+    thread only when that sends a rollback."""
     factory = request.app.state.session_factory
     session = read_session(factory) if request.method in _READS else factory()
     try:
         yield session
     finally:
-        if session.in_transaction():
+        if close_does_io(session):
             await anyio.to_thread.run_sync(session.close)
         else:
             session.close()

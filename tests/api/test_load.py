@@ -329,8 +329,11 @@ def test_a_disconnected_follower_gives_its_place_back(tmp_path: Path) -> None:
     [
         # Few places and a short line: the overflow is turned away at the door.
         {"GPUJOBS_API_CONCURRENCY": "1", "GPUJOBS_API_QUEUE_WAIT_S": "0.01"},
-        # Many places but one connection that cannot be waited for: pool timeouts.
+        # Many places but one connection that cannot be waited for: pool timeouts. Every
+        # request looks its token up (no auth cache), so even a burst the client sends slowly
+        # (a busy machine) finds the connection taken.
         {
+            "GPUJOBS_AUTH_CACHE_S": "0",
             "GPUJOBS_API_CONCURRENCY": "50",
             "GPUJOBS_DATABASE_POOL_SIZE": "1",
             "GPUJOBS_DATABASE_MAX_OVERFLOW": "0",
