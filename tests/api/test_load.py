@@ -350,6 +350,19 @@ def test_overload_is_503_with_retry_after(
         responses = burst(running, 60, method="GET", url="/v1/jobs", params={"limit": 1})
         assert_no_5xx_but_503(responses)
         codes = [r.status_code for r in responses]
-        assert 503 in codes and 200 in codes, codes
+        assert 503 in codes and set(codes) <= {200, 503}, codes
+        # Overload passes: once the burst is over, a client that retries (as the SDK does on a
+        # 503) is served. Within the burst every request may lose its race for the connection,
+        # and after it the control loop's passes share that one connection.
+        after = []
+        for _ in range(20):
+            response = httpx.get(
+                f"{running.url}/v1/jobs", params={"limit": 1}, headers=running.auth
+            )
+            after.append(response.status_code)
+            if response.status_code != 503:
+                break
+            time.sleep(0.1)
+        assert after[-1] == 200, after
     finally:
         stop_server(running)
