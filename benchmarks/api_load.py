@@ -1,11 +1,13 @@
 """Load test: POST /v1/jobs + GET /v1/jobs/{id} at several concurrencies, ours vs the stack's
 ceiling (the bare FastAPI app in benchmarks/api_baseline.py), on SQLite and PostgreSQL.
 
-    python -m benchmarks.api_load [--levels 32 128 512] [--seconds 10] [--databases sqlite ...]
+    python -m benchmarks.api_load [--levels 32 128 512] [--seconds 20] [--rounds 4]
+                                  [--databases sqlite ...]
 
-Each server runs alone with the same uvicorn settings, driven by a load generator in its own
-process, on loopback. Per level it records 5xx answers (503s, which say when to retry, apart),
-client-side failures, throughput and latency quantiles; ratios are ours / baseline at the same
+Both servers run with the same uvicorn settings, driven in turn by a load generator in its own
+process, on loopback; each level is measured in rounds that alternate which server goes first.
+Per level it records 5xx answers (503s, which say when to retry, apart), client-side failures,
+throughput and latency quantiles, pooled over the rounds; ratios are ours / baseline at the same
 level and database. Writes benchmarks/results/api_load.json.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +110,9 @@ async def _user(
 
 
 async def _drive(url: str, token: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    """Raw samples of one round: latencies by kind, error codes, client failures, elapsed."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    out: dict[str, list[float]] = {"post": [], "get": [], "errors": [], "failures": []}
+    out: dict[str, Any] = {"post": [], "get": [], "errors": [], "failures": []}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
         for _ in range(20):  # warm-up: connections, caches, JIT-free Python paths
@@ -115,23 +120,33 @@ async def _drive(url: str, token: str, concurrency: int, seconds: float) -> dict
         started = time.perf_counter()
         stop = started + seconds
         await asyncio.gather(*(_user(client, headers, stop, out) for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    latencies = sorted(out["post"] + out["get"])
-    codes = [int(code) for code in out["errors"]]
+        out["elapsed"] = time.perf_counter() - started
+    return out
+
+
+def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One figure per server and level from all its rounds, pooled."""
+    post = sorted(x for r in rounds for x in r["post"])
+    get = sorted(x for r in rounds for x in r["get"])
+    latencies = sorted(post + get)
+    codes = [int(code) for r in rounds for code in r["errors"]]
+    elapsed = sum(r["elapsed"] for r in rounds)
     return {
         "requests": len(latencies),
         "errors": len(codes),
         "status_5xx": sum(code >= 500 for code in codes),
         "status_503": sum(code == 503 for code in codes),
         "status_other": sorted({code for code in codes if code < 500}),
-        "client_failures": len(out["failures"]),
+        "client_failures": sum(len(r["failures"]) for r in rounds),
         "seconds": round(elapsed, 3),
         "requests_per_s": round(len(latencies) / elapsed, 1),
+        "rounds_requests_per_s": [round(len(r["post"]) + len(r["get"]), 1) / r["elapsed"]
+                                  for r in rounds],
         "p50_ms": round(_quantile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(_quantile(latencies, 0.99) * 1000, 2),
-        "post_p50_ms": round(_quantile(sorted(out["post"]), 0.50) * 1000, 2),
-        "get_p50_ms": round(_quantile(sorted(out["get"]), 0.50) * 1000, 2),
-    }
+        "post_p50_ms": round(_quantile(post, 0.50) * 1000, 2),
+        "get_p50_ms": round(_quantile(get, 0.50) * 1000, 2),
+    }  # fmt: skip
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -163,7 +178,9 @@ def _ours_env(database: str) -> dict[str, str]:
     return env
 
 
-def _run_ours(database: str, levels: list[int], seconds: float) -> dict[int, dict[str, Any]]:
+@contextlib.contextmanager
+def _ours(database: str) -> Iterator[tuple[str, str]]:
+    """The API alone (api.main: no control loop), with a team token: (url, token)."""
     env = _ours_env(database)
     run_env = {**os.environ, **env}
     subprocess.run(
@@ -174,33 +191,49 @@ def _run_ours(database: str, levels: list[int], seconds: float) -> dict[int, dic
         [sys.executable, "-m", "api.admin", "create-team", f"bench-{uuid.uuid4().hex[:6]}"],
         cwd=ROOT, env=run_env, check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
-    port = _free_port()
-    server = _serve("api.main:app", port, env)
-    try:
-        _wait_ready(f"http://127.0.0.1:{port}/healthz", server)
-        return {
-            level: _measure(f"http://127.0.0.1:{port}", token, level, seconds) for level in levels
-        }
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+    with _serving("api.main:app", env, "/healthz") as url:
+        yield url, token
 
 
-def _run_baseline(database: str, levels: list[int], seconds: float) -> dict[int, dict[str, Any]]:
+@contextlib.contextmanager
+def _baseline(database: str) -> Iterator[tuple[str, str]]:
     if database == "postgresql":
         url = _fresh_database("gpujobs_bench_baseline")
     else:
         directory = ROOT / ".gpujobs" / f"bench-baseline-{uuid.uuid4().hex[:6]}"
         directory.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{directory / 'baseline.db'}"
+    with _serving("benchmarks.api_baseline:app", {"BASELINE_DATABASE_URL": url}, "/docs") as base:
+        yield base, ""
+
+
+@contextlib.contextmanager
+def _serving(app: str, env: dict[str, str], ready: str) -> Iterator[str]:
     port = _free_port()
-    server = _serve("benchmarks.api_baseline:app", port, {"BASELINE_DATABASE_URL": url})
+    server = _serve(app, port, env)
     try:
-        _wait_ready(f"http://127.0.0.1:{port}/docs", server)
-        return {level: _measure(f"http://127.0.0.1:{port}", "", level, seconds) for level in levels}
+        _wait_ready(f"http://127.0.0.1:{port}{ready}", server)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
+
+
+def _run(
+    database: str, levels: list[int], seconds: float, rounds: int
+) -> dict[int, dict[str, Any]]:
+    """Both servers up at once (an idle one costs nothing); each level in `rounds` rounds that
+    alternate which goes first, so drift in a noisy machine's speed falls on both alike."""
+    results: dict[int, dict[str, Any]] = {}
+    with _ours(database) as ours, _baseline(database) as baseline:
+        for level in levels:
+            runs: dict[str, list[dict[str, Any]]] = {"ours": [], "baseline": []}
+            for i in range(rounds):
+                order = [("ours", ours), ("baseline", baseline)]
+                for name, (url, token) in order if i % 2 == 0 else order[::-1]:
+                    runs[name].append(_measure(url, token, level, seconds / rounds))
+            results[level] = _compare(_summary(runs["ours"]), _summary(runs["baseline"]))
+    return results
 
 
 GOALS = {
@@ -240,7 +273,8 @@ def _goals_met(results: dict[str, dict[int, dict[str, Any]]]) -> dict[str, bool]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--levels", type=int, nargs="+", default=[32, 128, 512])
-    parser.add_argument("--seconds", type=float, default=10.0, help="per level")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per level and server")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per level")
     parser.add_argument(
         "--databases", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"]
     )
@@ -249,9 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for database in args.databases:
-        ours = _run_ours(database, args.levels, args.seconds)
-        baseline = _run_baseline(database, args.levels, args.seconds)
-        results[database] = {level: _compare(ours[level], baseline[level]) for level in args.levels}
+        results[database] = _run(database, args.levels, args.seconds, args.rounds)
     result = {
         "benchmark": "api_load",
         "machine": {
@@ -263,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "levels": args.levels,
         "seconds_per_level": args.seconds,
+        "rounds_per_level": args.rounds,
         "baseline": "benchmarks/api_baseline.py: bare FastAPI + SQLAlchemy, one INSERT or SELECT",
         "results": results,
         "goal": GOALS,
