@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,12 +127,18 @@ def quote_calibration(r: dict[str, Any]) -> Row:
 
 def chaos(r: dict[str, Any]) -> Row:
     violations = sum(r["violations"].values())
+    kinds = Counter(f["fault"] for f in r["faults"])
+    struck = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(kinds.items()))
+    coverage = r.get("coverage", {})
+    missing = coverage.get("fault_kinds_missing", [])
     return (
         "chaos",
         "`python -m benchmarks.chaos`",
         f"{r['jobs']} jobs on the stack with the spot market on, {len(r['faults'])} faults "
-        f"(worker and API SIGKILLed, Redis and PostgreSQL restarted; seed "
-        f"{r['config']['seed']}): {r['succeeded']} succeeded over {r['attempts']} attempts, "
+        f"({struck}; seed {r['config']['seed']}"
+        + (f"; never struck: {', '.join(missing)}" if missing else "")
+        + f"), {coverage.get('preempted_attempts', 0)} spot preemptions: "
+        f"{r['succeeded']} succeeded over {r['attempts']} attempts, "
         f"{violations} violations (lost jobs, duplicate attempts, unbilled seconds, ledger "
         f"{r['ledger']['usage_total_microusd']} = {r['ledger']['sum_of_attempts_microusd']} "
         f"micro-dollars, final weights bitwise equal for {r['weights_checked']} jobs)",
