@@ -176,6 +176,8 @@ class PrincipalCache:
         self.max_entries = max_entries
         self._entries: dict[str, _Remembered] = {}
         self._lock = threading.Lock()
+        # Bumped by clear(): a lookup that began before a revocation must not be remembered.
+        self.generation = 0
 
     def get(self, token: str, *, now: datetime) -> Principal | None:
         """The remembered principal; Unauthorized when its token expired since."""
@@ -192,10 +194,13 @@ class PrincipalCache:
             raise Unauthorized(expired)
         return principal
 
-    def put(self, token: str, principal: Principal) -> None:
+    def put(self, token: str, principal: Principal, *, generation: int) -> None:
+        """Remember a lookup that began at `generation` (read before the query)."""
         if self.ttl_s <= 0 or principal.token_id is None:
             return  # the admin token is compared, never looked up
         with self._lock:
+            if generation != self.generation:
+                return  # a revocation came in meanwhile: what was read may be stale
             self._entries[hash_token(token)] = _Remembered(principal, time.monotonic() + self.ttl_s)
             while len(self._entries) > self.max_entries:
                 del self._entries[next(iter(self._entries))]
@@ -212,6 +217,7 @@ class PrincipalCache:
 
     def clear(self) -> None:
         with self._lock:
+            self.generation += 1
             self._entries.clear()
 
 

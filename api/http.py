@@ -89,6 +89,7 @@ async def get_principal(
     principal = remembered.get(token, now=now)
     if principal is None:
         admin_token = request.app.state.settings.admin_token
+        generation = remembered.generation
 
         def look_up() -> Principal:
             with read_session(factory) as session:
@@ -97,7 +98,7 @@ async def get_principal(
                 )
 
         principal = await anyio.to_thread.run_sync(look_up)
-        remembered.put(token, principal)
+        remembered.put(token, principal, generation=generation)
     if use_is_stale(principal, now=now):  # at most once a minute per token: a short write
         await anyio.to_thread.run_sync(_write_use, factory, principal, now)
         principal = remembered.used(token, principal, at=now)

@@ -113,6 +113,7 @@ def cancel_job(
     job = service.cancel(session, principal=principal, job_id=job_id)
     body = _view(session, job, principal)
     session.commit()
+    request.app.state.principals.clear()  # the job's token was revoked with the cancel
     request.app.state.nudge("reconcile", job.id)
     return respond(body)
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from api import workloads
 from api.auth import Principal
-from api.errors import Conflict, InvalidRequest, NotFound
+from api.errors import Conflict, DomainError, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
@@ -73,7 +73,13 @@ def submit(
     now = utcnow()
     admitted = None
     if admission is not None:
-        admitted = admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+        try:
+            admitted = admission(session=session, team_id=principal.team_id, spec=spec, now=now)
+        except DomainError:
+            # A name in use is the answer that helps: fixing the spec would not let it in.
+            if repository.active_with_name(session, name=spec.name, team_id=principal.team_id):
+                raise _name_in_use(spec.name) from None
+            raise
     admitted = admitted or Admitted()
     job = Job(
         team_id=principal.team_id,
@@ -281,6 +287,9 @@ def report_progress(
     if principal.job_id != job_id and not principal.is_admin:
         raise NotFound(f"job {job_id} not found")
     job = get(session, principal=principal, job_id=job_id)
+    if JobStatus(job.status).terminal:
+        # Its token may be remembered a few seconds past the end (api.auth.PrincipalCache).
+        raise Conflict(f"job {job_id} has ended ({job.status}): progress is no longer recorded")
     if report.attempt_id is not None:
         current = repository.open_attempt(session, job_id=job_id)
         if current is None or current.id != report.attempt_id:

@@ -12,6 +12,7 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.background import BackgroundTask
 
@@ -25,6 +26,7 @@ from gpujobs.resources import ErrorBody, JobStatus
 
 LogReader = Callable[..., Iterator[str]]  # (handle, *, follow) -> chunks of text
 POLL_S = 1.0
+LOAD_RETRIES = 5
 # Log reads run in threads of their own, a few at a time, so followers never take the threads
 # that requests need.
 READ_THREADS = 6
@@ -104,11 +106,24 @@ async def _stream(
     an async sleep. So an idle follower holds no thread and no connection, and a disconnect
     (noticed while waiting, or by the server cancelling the stream) ends it."""
     sent: dict[str, int] = {}  # attempt id -> characters already streamed
+    failures = 0
     finished: set[str] = set()  # attempts whose whole log has been streamed
     limiter = _read_threads()
     try:
         while True:
-            attempts, job = await anyio.to_thread.run_sync(_load, factory, job_id, limiter=limiter)
+            try:
+                attempts, job = await anyio.to_thread.run_sync(
+                    _load, factory, job_id, limiter=limiter
+                )
+                failures = 0
+            except sa_exc.OperationalError:
+                # The database dropped the connection (a restart): the headers are sent, so
+                # there is no 503 to give; try again at the next poll, a few times.
+                failures += 1
+                if failures > LOAD_RETRIES:
+                    raise
+                await anyio.sleep(POLL_S)
+                continue
             for attempt in attempts:
                 if attempt.launch_handle is None or attempt.id in finished:
                     continue

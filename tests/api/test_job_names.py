@@ -41,6 +41,18 @@ def test_an_unfinished_name_is_refused_by_field_and_freed_when_the_job_ends(
     assert reused.status_code == 201, reused.text
 
 
+def test_a_name_in_use_is_the_answer_even_when_admission_would_refuse_the_spec_too(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    assert client.post("/v1/jobs", json=job_body(name="nightly"), headers=auth).status_code == 201
+    too_cheap = {"capacity": {"max_price_per_hour": 0.01}}
+    refused = client.post("/v1/jobs", json=job_body(name="other", **too_cheap), headers=auth)
+    assert refused.status_code == 422, refused.text  # the spec alone is refused by admission
+    clash = client.post("/v1/jobs", json=job_body(name="nightly", **too_cheap), headers=auth)
+    assert clash.status_code == 409, clash.text
+    assert [f["field"] for f in clash.json()["error"]["fields"]] == ["name"]
+
+
 def test_concurrent_submits_of_one_name_create_one_job_and_conflict_the_rest(
     session_factory: sessionmaker[Session], token: str
 ) -> None:

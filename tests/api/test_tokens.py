@@ -13,10 +13,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import http
 from api.app import create_app
-from api.auth import hash_token
+from api.auth import Principal, PrincipalCache, hash_token, issue_token
 from api.database import transaction
-from api.models import ApiToken, utcnow
+from api.jobs.lifecycle import switch_status
+from api.models import ApiToken, Job, utcnow
 from api.settings import Settings
+from gpujobs.resources import JobStatus
 from tests.conftest import job_body
 
 ADMIN = {"Authorization": "Bearer admin-secret-for-tests"}
@@ -282,3 +284,39 @@ def test_a_name_taken_by_a_concurrent_request_is_a_conflict_not_a_500(
         assert repository.add(session, name="acme") is not None
         assert repository.add(session, name="acme") is None  # the index refused it
         assert [t.name for t in repository.all_teams(session)] == ["acme"]
+
+
+def test_a_revocation_racing_a_lookup_is_not_undone_by_it() -> None:
+    """A request read the token before DELETE committed and cleared the cache; what it read
+    must not be remembered afterwards."""
+    cache = PrincipalCache(ttl_s=60)
+    principal = Principal(team_id="t", team_name="acme", token_id="tok-1")
+    began = cache.generation  # the lookup starts...
+    cache.clear()  # ...a revocation commits and clears...
+    cache.put("gpj_secret", principal, generation=began)  # ...the lookup ends
+    assert cache.get("gpj_secret", now=utcnow()) is None
+    cache.put("gpj_secret", principal, generation=cache.generation)
+    assert cache.get("gpj_secret", now=utcnow()) == principal
+
+
+def test_a_job_token_remembered_past_its_job_records_no_progress(
+    client: TestClient, session_factory: sessionmaker[Session], auth: dict[str, str]
+) -> None:
+    """The worker ends the job in its own process (revoking the token there): this API may still
+    remember the token for a few seconds, but the ended job takes no more progress."""
+    job = client.post("/v1/jobs", json=job_body(name="short"), headers=auth).json()
+    with transaction(session_factory) as session:
+        row = session.get(Job, job["id"])
+        assert row is not None
+        job_token = issue_token(session, team_id=row.team_id, job_id=row.id)
+    report = {"step": 3, "total_steps": 10, "checkpoint_step": 2}
+    url = f"/v1/jobs/{job['id']}/progress"
+    assert client.post(url, json=report, headers=bearer(job_token)).status_code == 200
+    with transaction(session_factory) as session:
+        row = session.get(Job, job["id"])
+        assert row is not None
+        switch_status(session, row, JobStatus.CANCELLED, reason="cancelled by the worker")
+    late = client.post(url, json=report | {"step": 9}, headers=bearer(job_token))
+    assert late.status_code == 409, late.text
+    shown = client.get(f"/v1/jobs/{job['id']}", headers=auth).json()
+    assert shown["progress"]["step"] == 3
