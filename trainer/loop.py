@@ -31,26 +31,24 @@ from trainer import rng
 from trainer.checkpoint import (
     Checkpointer,
     CheckpointState,
-    Store,
     StoreUnavailable,
     discard_after,
     open_store,
 )
-from trainer.checkpoint.reader import load_step, manifest_steps
 from trainer.checkpoint.writer import SaveResult
-from trainer.config import (
-    ConfigError,
-    checkpoint_interval,
-    computing_config,
-    config_changes,
-    fingerprint,
-)
+from trainer.config import ConfigError, checkpoint_interval, computing_config, fingerprint
 from trainer.distributed import DistContext, init_distributed
 from trainer.loader import BatchStream, build_loader
 from trainer.optimization import lr_factor, make_optimizer, make_scheduler
 from trainer.precision import Precision, choose_precision
 from trainer.preemption import PreemptionNotice
 from trainer.progress import ApiReporter, MetricsWindow, ProgressLog
+from trainer.resume import (
+    abort_incomplete_uploads,
+    check_config,
+    check_total_steps,
+    find_checkpoint,
+)
 from trainer.sampler import DataPosition, ResumableSampler
 from trainer.workloads import Workload, load_workload
 
@@ -144,56 +142,7 @@ class Trainer:
         )
         self.stream = BatchStream(loader, self.sampler, dist.device, spec.seed)
 
-    # -- resuming -------------------------------------------------------------------------
-
-    def _find_checkpoint(self, store: Store) -> CheckpointState | None:
-        """The newest checkpoint every rank can load completely (all ranks agree on it).
-
-        A rank that cannot read the store makes every rank raise StoreUnavailable, so that none
-        passes over a checkpoint it merely failed to read."""
-        steps: list[int] | str = []
-        if self.dist.is_main:
-            try:
-                steps = manifest_steps(store)
-            except StoreUnavailable as exc:
-                steps = str(exc)
-        candidates = self.dist.broadcast(steps)
-        if isinstance(candidates, str):
-            raise StoreUnavailable(candidates)
-        for step in candidates:
-            failure: StoreUnavailable | None = None
-            state: CheckpointState | None = None
-            try:
-                state = load_step(store, step, sorted({self.dist.rank, 0}))
-            except StoreUnavailable as exc:
-                failure = exc
-            if self.dist.agree_any([failure is not None])[0]:
-                raise failure or StoreUnavailable(f"another rank cannot read step {step}")
-            if self.dist.all_true(state is not None):
-                return state
-            log.warning("checkpoint at step %d is incomplete or corrupt; trying an older one", step)
-        return None
-
-    def _check_config(self, state: CheckpointState) -> None:
-        """Refuse to resume a run whose configuration changes what training computes."""
-        saved = state.meta.get("config")
-        if saved is None:
-            return  # saved by a trainer that did not record it
-        changes = config_changes(saved, self.computing)
-        if not changes:
-            return
-        if not self.spec.checkpoint.allow_config_change:
-            raise ConfigError(
-                f"resuming from the checkpoint at step {state.step}: "
-                + "; ".join(changes)
-                + " (set trainer.checkpoint.allow_config_change to resume with the new values, "
-                "or start from an empty checkpoint_uri)"
-            )
-        self.progress.event(
-            "note",
-            message=f"resuming the checkpoint at step {state.step} with a changed configuration "
-            "(allow_config_change): " + "; ".join(changes),
-        )
+    # -- resuming (what to resume from and whether it may: trainer.resume) ----------------
 
     def _restore(self, state: CheckpointState) -> None:
         shared = state.shared
@@ -343,19 +292,29 @@ class Trainer:
         store = open_store(
             config.checkpoint_uri, endpoint_url=config.s3_endpoint_url, create=dist.is_main
         )
-        state = self._find_checkpoint(store)
+        state = find_checkpoint(store, self.dist)
         if state is not None:
-            self._check_config(state)
+            check_config(
+                state,
+                self.computing,
+                allow_change=spec.checkpoint.allow_config_change,
+                progress=self.progress,
+            )
         if self._noticed():
             return self._stop_before_training(state)
         self._build()
         if state is not None and state.shared.get("total_steps", self.total_steps) != (
             self.total_steps
         ):
-            self._check_total_steps(state.shared["total_steps"])
+            check_total_steps(
+                state.shared["total_steps"],
+                self.total_steps,
+                allow_change=spec.checkpoint.allow_config_change,
+                progress=self.progress,
+            )
         if dist.is_main:
             discard_after(store, state.step if state else None)
-            self._abort_incomplete_uploads(store)
+            abort_incomplete_uploads(store)
         nonce = dist.broadcast(uuid.uuid4().hex)
         dist.barrier()
         self.checkpointer = Checkpointer(
@@ -407,27 +366,6 @@ class Trainer:
             group["lr"] = self.spec.learning_rate * lr_factor(
                 self.scheduler.last_epoch, self.total_steps
             )
-
-    def _check_total_steps(self, saved: int) -> None:
-        """`epochs` is checked by the config; the steps it comes to also depend on the data."""
-        change = f"total steps changed from {saved} to {self.total_steps}"
-        if not self.spec.checkpoint.allow_config_change:
-            raise ConfigError(
-                f"resuming: {change} (the dataset's size changed; set "
-                "trainer.checkpoint.allow_config_change to resume anyway)"
-            )
-        self.progress.event("note", message=f"resuming with a changed configuration: {change}")
-
-    def _abort_incomplete_uploads(self, store: Store) -> None:
-        """Uploads a killed attempt left unfinished are stored (and billed) until aborted. No
-        writer of this job is live yet: the previous attempt is over, this one not started."""
-        try:
-            aborted = store.abort_incomplete()
-        except Exception as exc:  # cleanup only: the run does not depend on it
-            log.warning("could not abort incomplete uploads in %r: %s", store, exc)
-            return
-        if aborted:
-            log.info("aborted %d incomplete upload(s) left in %r", aborted, store)
 
     def _reporter(self) -> ApiReporter | None:
         token = self.environ.get(ENV_JOB_TOKEN)
