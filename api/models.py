@@ -248,18 +248,6 @@ class TeamBudget(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
-class SpotObservation(Base):
-    """Spot hours run and preemptions seen per (zone, instance type): the preemption-rate data."""
-
-    __tablename__ = "spot_observations"
-
-    zone: Mapped[str] = mapped_column(String(40), primary_key=True)
-    instance_type: Mapped[str] = mapped_column(String(60), primary_key=True)
-    spot_seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    preemptions: Mapped[int] = mapped_column(Integer, default=0)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
-
-
 class CapacityOutage(Base):
     """An offer's capacity type that said "no capacity" recently: avoided until `until`."""
 

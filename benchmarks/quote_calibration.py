@@ -172,7 +172,7 @@ def _calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     root = Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=root / ".." / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=root.parent.parent / "shared" / "data")
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--out", type=Path, default=root / "results" / "quote_calibration.json")
     args = parser.parse_args(argv)
@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
                 continue  # the p3.2xlarge traces: one offer, one price
             rows += _replay(path, set_name, FRACTIONS, args.starts, spot_only=False)
             spot_rows += _replay(path, set_name, SPOT_ONLY_FRACTIONS, args.starts, spot_only=True)
+    if not rows:
+        parser.error(f"--data {args.data}: no p3.2xlarge traces under spot-traces/{SETS[0]}")
     everything = _calibration(rows + spot_rows)
     result = {
         "setting": {

@@ -18,7 +18,7 @@ from api.jobs import lifecycle
 from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
 from gpujobs.resources import JobStatus
-from gpujobs.spec import CapacityType, JobSpec
+from gpujobs.spec import JobSpec
 from worker import repository as repo
 from worker.control import ControlPlane
 from worker.launchers.base import Observation, ObservedState
@@ -149,8 +149,8 @@ def _close(
 def _observe_capacity(
     session: Session, *, cp: ControlPlane, attempt: JobAttempt, result: Outcome, now: datetime
 ) -> None:
-    """What this attempt teaches: spot hours survived and preemptions (the preemption rate), and
-    offers that had no capacity (avoided for a while, whatever the capacity type)."""
+    """Offers that had no capacity are avoided for a while, whatever the capacity type. (Spot
+    hours and preemptions, the preemption rate, are read from the attempts themselves.)"""
     placement = attempt.placement
     if result.no_capacity:
         mark_outage(
@@ -161,17 +161,6 @@ def _observe_capacity(
             until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
             reason=result.reason,
         )
-    if placement.capacity_type != CapacityType.SPOT:
-        return
-    row = repo.spot_observation_for_update(
-        session, zone=placement.zone, instance_type=placement.instance_type
-    )
-    if attempt.started_at is not None and attempt.ended_at is not None:
-        row.spot_seconds = (row.spot_seconds or 0.0) + max(
-            0.0, (attempt.ended_at - attempt.started_at).total_seconds()
-        )
-    if result.preempted:
-        row.preemptions = (row.preemptions or 0) + 1
 
 
 def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcome) -> None:

@@ -8,7 +8,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from api.jobs import repository as jobs
-from api.models import Job, JobAttempt, SpotObservation
+from api.models import Job, JobAttempt
 from gpujobs.resources import JobStatus
 
 
@@ -85,22 +85,6 @@ def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | Non
     return session.scalars(
         select(JobAttempt).where(JobAttempt.id == attempt_id).with_for_update()
     ).first()
-
-
-def spot_observation_for_update(
-    session: Session, *, zone: str, instance_type: str
-) -> SpotObservation:
-    row = session.scalars(
-        select(SpotObservation)
-        .where(SpotObservation.zone == zone, SpotObservation.instance_type == instance_type)
-        .with_for_update()
-    ).first()
-    if row is None:
-        row = SpotObservation(
-            zone=zone, instance_type=instance_type, spot_seconds=0.0, preemptions=0
-        )
-        session.add(row)
-    return row
 
 
 def release_claims(session: Session, *, token: str) -> None:

@@ -128,3 +128,35 @@ def _region(zone: str) -> str:
 
 def _cloud(zone: str) -> str:
     return _offer(zone)[1]
+
+
+def test_what_a_pool_taught_is_forgotten_after_the_observation_window(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Measured: the counters were cumulative, so a pool that preempted a lot once was weighed
+    by it for good. Pools drift over days; the last week of attempts is what counts."""
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    who = principal(session_factory)
+    job_id = submit(session_factory, who)
+    attempt_id, zone, instance_type = _placed(cp, job_id)
+    pool = (zone, instance_type)
+    launcher.script(attempt_id, ObservedState.RUNNING)
+    reconcile_once(cp)
+    clock.advance(1800)
+    running = _learned(cp, pool)  # a running attempt counts its spot hours up to now
+    assert running is not None and running.alpha == _prior(pool).alpha
+    assert running.beta == _prior(pool).beta + 0.5
+    launcher.script(attempt_id, ObservedState.PREEMPTED, exit_code=75)
+    reconcile_once(cp)
+    preempted = _learned(cp, pool)
+    assert preempted is not None and preempted.alpha == _prior(pool).alpha + 1
+    clock.advance(worlds.OBSERVATION_WINDOW.total_seconds() + 60)
+    assert _learned(cp, pool) is None  # the prior again
+
+
+def _prior(pool: tuple[str, str]) -> PreemptionPrior:
+    zone, instance_type = pool
+    return default_priors().lookup(
+        zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
+    )

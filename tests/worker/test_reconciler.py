@@ -13,8 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth import Principal
 from api.database import transaction
 from api.jobs import service as jobs
-from api.models import ApiToken, CapacityOutage, JobAttempt, SpotObservation
+from api.models import ApiToken, CapacityOutage, JobAttempt
 from api.money import cost_microusd
+from api.placement.repository import spot_exposure
+from api.placement.world import OBSERVATION_WINDOW
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType
@@ -83,14 +85,12 @@ def the_attempt(world: World, attempt_id: str) -> JobAttempt:
         return row
 
 
-def spot_row(world: World, attempt: JobAttempt) -> SpotObservation | None:
+def learned(world: World, attempt: JobAttempt) -> tuple[int, float] | None:
+    """(preemptions, spot hours) the scheduler's snapshot reads for the attempt's pool."""
+    now = world.clock.now
     with world.factory() as session:
-        return session.scalars(
-            select(SpotObservation).where(
-                SpotObservation.zone == attempt.zone,
-                SpotObservation.instance_type == attempt.instance_type,
-            )
-        ).first()
+        seen = spot_exposure(session, since=now - OBSERVATION_WINDOW, now=now)
+    return seen.get((attempt.zone, attempt.instance_type))
 
 
 def job_tokens(world: World, job_id: str) -> list[ApiToken]:
@@ -184,10 +184,10 @@ def test_preemption_returns_the_job_to_pending_and_teaches_the_spot_rate(world: 
     assert back.preemptions == 1
     assert back.restarts == 0  # preemptions never spend restarts
     assert world.statuses(job_id)[-3:] == ["RUNNING", "PREEMPTED", "PENDING"]
-    row = spot_row(world, attempt)
-    assert row is not None
-    assert row.preemptions == 1
-    assert row.spot_seconds == pytest.approx(600.0)
+    seen = learned(world, attempt)
+    assert seen is not None
+    assert seen[0] == 1
+    assert seen[1] == pytest.approx(600.0 / 3600.0)
     assert job_tokens(world, job_id)[0].revoked_at is None  # the job lives on
     # The next pass places it again as attempt 2; history is kept.
     placed = schedule_once(world.cp).placed
@@ -211,9 +211,7 @@ def test_no_spot_capacity_backs_off_from_that_zone(world: World) -> None:
     assert back.status == S.PENDING.value
     assert back.restarts == 0 and back.preemptions == 0
     assert world.statuses(job_id)[-2:] == ["SCHEDULED", "PENDING"]
-    row = spot_row(world, attempt)
-    assert row is not None
-    assert row.preemptions == 0 and row.spot_seconds == 0
+    assert learned(world, attempt) is None  # it never ran: no spot hours, no preemption
     backoff = timedelta(seconds=world.cp.settings.no_capacity_backoff_s)
     with world.factory() as session:
         outage = session.get(
@@ -382,8 +380,7 @@ def test_reconciling_again_never_closes_twice(world: World, end: str) -> None:
     assert reconcile_once(world.cp) == 1
     closed = the_attempt(world, attempt_id)
     history = world.statuses(job_id)
-    observed = spot_row(world, closed)
-    seen = (observed.preemptions, observed.spot_seconds) if observed else None
+    seen = learned(world, closed)
 
     world.clock.advance(100)
     assert reconcile_once(world.cp) == 0
@@ -398,8 +395,7 @@ def test_reconciling_again_never_closes_twice(world: World, end: str) -> None:
         closed.cost_microusd,
     )
     assert world.statuses(job_id) == history
-    later = spot_row(world, closed)
-    assert ((later.preemptions, later.spot_seconds) if later else None) == seen
+    assert learned(world, closed) == seen
     assert world.launcher.cancels == []
     assert closed.end_reason == end
 

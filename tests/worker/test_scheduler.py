@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth import Principal
 from api.database import read_session, transaction
 from api.estimates import planning
-from api.models import ApiToken, Job, JobAttempt, SpotObservation, new_id
+from api.models import ApiToken, Job, JobAttempt, new_id
 from api.money import MICRO
 from api.placement.decisions import Defer, Place, Reject
 from api.placement.plan import Plan
@@ -392,6 +392,29 @@ def _same(plan: Plan, attempt: JobAttempt) -> None:
     assert attempt.price_per_hour == plan.price_per_hour
 
 
+def _preempted_attempts(
+    session_factory: sessionmaker[Session], like: JobAttempt, *, count: int, seconds: float
+) -> None:
+    """`count` spot attempts in `like`'s pool that each ran `seconds` and were preempted."""
+    columns = {c.key: getattr(like, c.key) for c in JobAttempt.__table__.columns}
+    with transaction(session_factory) as session:
+        for n in range(count):
+            start = like.created_at - timedelta(seconds=(n + 1) * seconds)
+            session.add(
+                JobAttempt(
+                    **columns
+                    | {
+                        "id": new_id(),
+                        "number": 1000 + n,
+                        "capacity_type": CapacityType.SPOT.value,
+                        "started_at": start,
+                        "ended_at": start + timedelta(seconds=seconds),
+                        "end_reason": "preempted",
+                    }
+                )
+            )
+
+
 def test_the_estimates_chosen_plan_is_what_the_scheduler_places(
     settings: Settings, session_factory: sessionmaker[Session]
 ) -> None:
@@ -402,15 +425,7 @@ def test_the_estimates_chosen_plan_is_what_the_scheduler_places(
     plan, attempt = _estimate_then_schedule(settings, session_factory, spec, who)
     _same(plan, attempt)
     # What the service learned moves both: the chosen pool preempting a lot sends both elsewhere.
-    with transaction(session_factory) as session:
-        session.add(
-            SpotObservation(
-                zone=plan.offer.zone,
-                instance_type=plan.offer.instance_type,
-                spot_seconds=3600.0,
-                preemptions=40,
-            )
-        )
+    _preempted_attempts(session_factory, attempt, count=40, seconds=90)
     again, attempt = _estimate_then_schedule(settings, session_factory, spec, who)
     assert again.offer.zone != plan.offer.zone or again.capacity_type != plan.capacity_type
     _same(again, attempt)

@@ -1,0 +1,34 @@
+"""what the service learns of a spot pool is read from the last week of its attempts: the
+cumulative spot_observations counters go
+
+Revision ID: 0007_learned_from_attempts
+Revises: 0006_active_name_unique
+Create Date: 2026-12-03
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0007_learned_from_attempts"
+down_revision: str | None = "0006_active_name_unique"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.drop_table("spot_observations")
+
+
+def downgrade() -> None:
+    # The counters start again from zero: the attempts still hold what they counted.
+    op.create_table(
+        "spot_observations",
+        sa.Column("zone", sa.String(length=40), nullable=False),
+        sa.Column("instance_type", sa.String(length=60), nullable=False),
+        sa.Column("spot_seconds", sa.Float(), nullable=False),
+        sa.Column("preemptions", sa.Integer(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("zone", "instance_type"),
+    )
