@@ -81,6 +81,7 @@ class Admission:
             return None
         admitted = Admitted(
             quote_cost_microusd=round(q.expected_cost * MICRO),
+            quote_typical_microusd=round(q.typical_cost * MICRO),
             quote_hold_microusd=round(q.hold_cost * MICRO),
             quote_finish_at=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
             quote_p_meet=q.p_meet_deadline,

@@ -144,10 +144,12 @@ class Job(Base):
     lock_token: Mapped[str | None] = mapped_column(String(36), default=None)
     lock_expires_at: Mapped[datetime | None] = mapped_column(default=None)
     not_before: Mapped[datetime | None] = mapped_column(default=None)
-    # The quote at submit of the policy as it will run (api.placement.quote): expected cost, the
-    # high percentile budgets hold, expected finish and P(deadline). `holds_budget`: the hold
-    # counts against the team's budget until the job ends (not while deferred over budget).
+    # The quote at submit of the policy as it will run (api.placement.quote): expected and
+    # typical (median-run) cost, the high percentile budgets hold, expected finish and
+    # P(deadline). `holds_budget`: the hold counts against the team's budget until the job ends
+    # (not while deferred over budget).
     quote_cost_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    quote_typical_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
     quote_hold_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
     quote_finish_at: Mapped[datetime | None] = mapped_column(default=None)
     quote_p_meet: Mapped[float | None] = mapped_column(Float, default=None)

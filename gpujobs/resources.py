@@ -100,6 +100,12 @@ class Quote(BaseModel):
     from many simulated runs over each pool's availability."""
 
     expected_cost: float = Field(description="USD, mean over the simulated runs.")
+    typical_cost: float | None = Field(
+        None,
+        description="USD, the median run: what the job most likely costs. Spot costs are "
+        "right-skewed (a few runs are forced onto on-demand), so a job's bill lands nearer this "
+        "than the mean more often than not. None on jobs quoted before it was recorded.",
+    )
     hold_cost: float = Field(
         description="USD, the 90th percentile: what the team's budget holds until the job ends."
     )

@@ -84,6 +84,7 @@ def _quote(q: Quote | None, now: datetime) -> QuoteView | None:
         return None
     return QuoteView(
         expected_cost=q.expected_cost,
+        typical_cost=q.typical_cost,
         hold_cost=q.hold_cost,
         expected_finish=now + timedelta(hours=min(q.expected_hours, MAX_HOURS)),
         p_meet_deadline=q.p_meet_deadline,

@@ -29,6 +29,7 @@ class Admitted:
     """What admission recorded about an accepted job: its quote and whether it holds budget."""
 
     quote_cost_microusd: int | None = None
+    quote_typical_microusd: int | None = None
     quote_hold_microusd: int | None = None
     quote_finish_at: datetime | None = None
     quote_p_meet: float | None = None
@@ -93,6 +94,7 @@ def submit(
         idempotency_key=idempotency_key,
         request_hash=request_hash,
         quote_cost_microusd=admitted.quote_cost_microusd,
+        quote_typical_microusd=admitted.quote_typical_microusd,
         quote_hold_microusd=admitted.quote_hold_microusd,
         quote_finish_at=admitted.quote_finish_at,
         quote_p_meet=admitted.quote_p_meet,

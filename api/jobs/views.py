@@ -63,6 +63,9 @@ def quote(row: Job) -> r.Quote | None:
         return None
     return r.Quote(
         expected_cost=row.quote_cost_microusd / MICRO,
+        typical_cost=(
+            None if row.quote_typical_microusd is None else row.quote_typical_microusd / MICRO
+        ),
         hold_cost=row.quote_hold_microusd / MICRO,
         expected_finish=row.quote_finish_at,
         p_meet_deadline=row.quote_p_meet if row.quote_p_meet is not None else 1.0,

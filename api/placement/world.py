@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from api.catalog.repository import no_capacity
 from api.placement import repository
+from api.placement.learning import PoolHistory, pool_history
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.catalog import Catalog
 from api.pricing.offers import Offer
@@ -21,8 +22,7 @@ from gpujobs.spec import CapacityType
 Unavailable = frozenset[tuple[str, str, CapacityType]]
 
 
-Launches = Mapping[tuple[str, str], tuple[int, int]]
-Exposure = Mapping[tuple[str, str], tuple[int, float]]
+Histories = Mapping[tuple[str, str], PoolHistory]
 # What the service saw of a pool longer ago than this says little about it now: a pool's
 # preemption rate and availability drift over days (in the traces, us-west-2c's p3.2xlarge kept
 # spot 6.8 h on average through February 2023, 2.7 h over all its records), so the prior plus
@@ -31,23 +31,18 @@ OBSERVATION_WINDOW = timedelta(days=7)
 
 
 def learned_rates(
-    exposure: Exposure,
+    histories: Histories,
     *,
     priors: Priors,
     regions: Mapping[str, str],
     clouds: Mapping[str, str] | None = None,
-    launches: Launches | None = None,
 ) -> dict[tuple[str, str], PreemptionPrior]:
     """Per spot pool (zone, instance type): its hierarchical prior updated with what this
-    service has seen, preemptions per spot-hour and launches that found capacity or none."""
+    service saw of it (learning.py): preemptions per spot-hour and outages."""
     clouds = clouds or {}
-    seen = {pool: seen for pool, seen in exposure.items() if seen[0] or seen[1] > 0}
-    launches = launches or {}
     rates = {}
-    for zone, instance_type in seen.keys() | launches.keys():
-        preemptions, hours = seen.get((zone, instance_type), (0, 0.0))
-        launched, refused = launches.get((zone, instance_type), (0, 0))
-        if not (preemptions or hours or launched or refused):
+    for (zone, instance_type), seen in histories.items():
+        if seen.empty:
             continue
         prior = priors.lookup(
             zone=zone,
@@ -57,12 +52,21 @@ def learned_rates(
         )
         rates[(zone, instance_type)] = posterior(
             prior,
-            preemptions=preemptions,
-            spot_hours=hours,
-            launched=launched,
-            no_capacity=refused,
+            preemptions=seen.preemptions,
+            spot_hours=seen.spot_hours,
+            outage_hours=seen.outage_hours,
+            recoveries=seen.recoveries,
         )
     return rates
+
+
+def pool_histories(session: Session, *, now: datetime) -> dict[tuple[str, str], PoolHistory]:
+    """Every spot pool's history over the observation window, from its attempts."""
+    since = now - OBSERVATION_WINDOW
+    return {
+        pool: pool_history(attempts, since=since, now=now)
+        for pool, attempts in repository.spot_attempts(session, since=since).items()
+    }
 
 
 def unavailable(
@@ -82,9 +86,8 @@ def build(
     jobs: Sequence[JobState],
     catalog: Catalog,
     priors: Priors,
-    exposure: Exposure,
+    histories: Histories,
     outages: Unavailable,
-    launches: Launches | None = None,
     reservations: Sequence[Reservation],
     budgets: Mapping[str, float | None],
     spot_available: bool | None,
@@ -101,9 +104,7 @@ def build(
         reservations=reservations,
         budgets=budgets,
         priors=priors,
-        rates=learned_rates(
-            exposure, priors=priors, regions=regions, clouds=clouds, launches=launches
-        ),
+        rates=learned_rates(histories, priors=priors, regions=regions, clouds=clouds),
         restart_hours=restart_hours,
         step_hours=step_hours,
     )
@@ -128,8 +129,7 @@ def snapshot(
         jobs=jobs,
         catalog=catalog,
         priors=priors,
-        exposure=repository.spot_exposure(session, since=now - OBSERVATION_WINDOW, now=now),
-        launches=repository.spot_launches(session, since=now - OBSERVATION_WINDOW),
+        histories=pool_histories(session, now=now),
         outages=no_capacity(session, now=now),
         reservations=with_usage(session, now=now) if reservations is None else reservations,
         budgets=budgets,

@@ -10,7 +10,8 @@ pool the traces did not see is its nearest group's mean m with the strength the 
 zones supports: Gamma(kappa m, kappa), kappa = m / v, v the between-zone variance (method of
 moments, Poisson noise removed), so that a few hours of the service's own observations move it.
 A traced zone keeps its own record, capped at MAX_PRIOR_HOURS so that it can still drift.
-Availability is a Beta prior in pseudo-launches, fitted the same way. Each group also keeps the
+MTTA (the mean unavailable run) moves with the outages the service sees, with as many
+pseudo-outages as the rate has pseudo-preemptions (preemption.posterior). Each group keeps the
 coefficients of variation of its available and unavailable run lengths (runs cut by a trace's
 ends left out; 1 is memoryless), which the quote's availability model needs.
 
@@ -103,19 +104,16 @@ class Stats:
         total = self.up_hours + self.down_hours
         return self.up_hours / total if total else 0.0
 
-    def prior(self, *, strength: float | None, launches: float) -> dict[str, float]:
+    def prior(self, *, strength: float | None) -> dict[str, float]:
         """Gamma(alpha, beta) on the rate: the group's own record (capped) when `strength` is
-        None, else its mean with `strength` pseudo-hours; Beta(a, b) on availability."""
+        None, else its mean with `strength` pseudo-hours; MTTA and availability as recorded."""
         beta = min(self.up_hours, MAX_PRIOR_HOURS) if strength is None else strength
-        avail = self.availability
         return {
             "alpha": round(self.rate * beta, 6),
             "beta": round(beta, 6),
             "rate_per_hour": round(self.rate, 6),
             "mtta_hours": round(self.down_hours / max(self.recoveries, 1), 4),
-            "availability": round(avail, 4),
-            "launch_a": round(avail * launches, 4),
-            "launch_b": round((1.0 - avail) * launches, 4),
+            "availability": round(self.availability, 4),
             "up_cv": self.cv(True),
             "down_cv": self.cv(False),
             "observed_hours": round(self.up_hours + self.down_hours, 1),
@@ -143,14 +141,6 @@ def rate_strength(zones: Iterable[Stats]) -> float:
     noise = len(groups) * mean / total  # the Poisson part of the spread: mean / hours, weighted
     between = max(spread - noise, 1e-6)
     return mean / between
-
-
-def launch_strength(zones: Iterable[Stats]) -> float:
-    """Pseudo-launches a + b of a Beta prior matching the spread of zone availabilities."""
-    avails = [s.availability for s in zones if s.up_hours + s.down_hours > 0]
-    mean = sum(avails) / len(avails)
-    var = sum((a - mean) ** 2 for a in avails) / max(len(avails) - 1, 1)
-    return max(mean * (1.0 - mean) / max(var, 1e-9) - 1.0, 1.0)
 
 
 def gang_fit(data: Path) -> dict[str, object]:
@@ -222,14 +212,13 @@ def build(data: Path) -> dict[str, object]:
             table[key].merge(stats)
         pooled.merge(stats)
     kappa = rate_strength(zones.values())
-    launches = launch_strength(zones.values())
 
     def rows(
         table: dict[tuple[str, str], Stats], key: str, *, own: bool = False
     ) -> list[dict[str, object]]:
         strength = None if own else kappa
         return [
-            {"where": where, key: what, **s.prior(strength=strength, launches=launches)}
+            {"where": where, key: what, **s.prior(strength=strength)}
             for (where, what), s in sorted(table.items())
         ]
 
@@ -237,8 +226,7 @@ def build(data: Path) -> dict[str, object]:
         "source": SOURCE,
         "method": "api/pricing/build_priors.py (module docstring)",
         "rate_strength_hours": round(kappa, 4),
-        "launch_strength": round(launches, 4),
-        "default": pooled.prior(strength=kappa, launches=launches),
+        "default": pooled.prior(strength=kappa),
         "zones": rows(zones | by_id, "instance_type", own=True),
         "regions": rows(regions, "instance_type"),
         "region_families": rows(region_families, "family"),

@@ -3,8 +3,7 @@
 A spot instance's preemptions are modelled as a Poisson process with an unknown rate; the prior
 on the rate is Gamma(alpha, beta) (beta in spot-hours), so after observing n preemptions in T
 spot-hours the posterior is Gamma(alpha + n, beta + T) and its mean is (alpha + n) / (beta + T).
-Whether a launch finds capacity is Bernoulli with a Beta(launch_a, launch_b) prior: s launches
-that started and f that found none give Beta(launch_a + s, launch_b + f).
+The mean time to availability (MTTA) moves with the outages the service saw (learning.py).
 The shipped priors (data/spot_priors.json) come from the spot traces by build_priors: a
 hierarchy (zone, region, GPU family, cloud region, pooled default) and the gang exponent.
 """
@@ -26,9 +25,6 @@ class PreemptionPrior:
     beta: float  # Gamma rate: pseudo spot-hours
     mtta_hours: float  # mean time until spot is available again after it is lost
     availability: float  # long-run fraction of time spot is available
-    # Beta prior on a launch finding capacity, in pseudo-launches (0, 0: no launch data)
-    launch_a: float = 0.0
-    launch_b: float = 0.0
     # Coefficients of variation of the lengths of available and unavailable runs: 1 is
     # memoryless; the traces' runs are burstier (most spot time comes in a few long runs).
     up_cv: float = 1.0
@@ -60,22 +56,22 @@ def posterior(
     *,
     preemptions: int,
     spot_hours: float,
-    launched: int = 0,
-    no_capacity: int = 0,
+    outage_hours: float = 0.0,
+    recoveries: int = 0,
 ) -> PreemptionPrior:
-    """The pool's posterior: the rate as posterior_rate; availability the Beta posterior mean
-    of a launch finding capacity, and MTTA scaled by the odds of finding none (an alternating
-    up/down process with the same up time: down = up * (1 - p) / p)."""
+    """The pool's posterior: the rate as posterior_rate; the mean time to availability from the
+    outages seen (hours without capacity and how many ended), with as many pseudo-outages as
+    the rate prior has pseudo-preemptions (each preemption begins an outage); availability the
+    alternating process's L / (L + M)."""
     out = posterior_rate(prior, preemptions, spot_hours)
-    if launched < 0 or no_capacity < 0:
+    if outage_hours < 0 or recoveries < 0:
         raise ValueError("observations must be non-negative")
-    if launched + no_capacity == 0 or prior.launch_a + prior.launch_b <= 0:
+    if outage_hours == 0 and recoveries == 0:
         return out
-    a, b = prior.launch_a + launched, prior.launch_b + no_capacity
-    p0 = prior.launch_a / (prior.launch_a + prior.launch_b)
-    p = a / (a + b)
-    odds = ((1.0 - p) / max(p, 1e-9)) / max((1.0 - p0) / max(p0, 1e-9), 1e-9)
-    return replace(out, launch_a=a, launch_b=b, availability=p, mtta_hours=prior.mtta_hours * odds)
+    weight = prior.alpha
+    mtta = (weight * prior.mtta_hours + outage_hours) / max(weight + recoveries, 1e-9)
+    life = out.mean_lifetime_hours
+    return replace(out, mtta_hours=mtta, availability=life / (life + mtta) if life + mtta else 0.0)
 
 
 def family_of(instance_type: str) -> str:
@@ -138,8 +134,6 @@ def _prior(raw: dict[str, float]) -> PreemptionPrior:
         float(raw["beta"]),
         float(raw["mtta_hours"]),
         float(raw["availability"]),
-        float(raw.get("launch_a", 0.0)),
-        float(raw.get("launch_b", 0.0)),
         float(raw.get("up_cv", 1.0)),
         float(raw.get("down_cv", 1.0)),
     )

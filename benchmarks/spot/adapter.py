@@ -11,6 +11,7 @@ from benchmarks.spot.simulator import IDLE, ON_DEMAND, SPOT, Setting, View, pars
 
 if TYPE_CHECKING:
     from api.pricing.offers import Offer
+    from api.pricing.preemption import PreemptionPrior
 
 SIM_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -21,9 +22,16 @@ class OursPolicy:
     launch attempt recently found out (the snapshot's `unavailable`, as the reconciler's outage
     marks make it), and per zone the preemptions and spot hours observed so far, turned into a
     posterior preemption rate (posterior_rate) as the service does. The prior is the pooled
-    default over all traces (aggregate, not the trace being replayed)."""
+    default over all traces (aggregate, not the trace being replayed) unless one is given (what
+    a running service had learned of the pool by then: observed.py)."""
 
-    def __init__(self, trace_names: str | Sequence[str], setting: Setting) -> None:
+    def __init__(
+        self,
+        trace_names: str | Sequence[str],
+        setting: Setting,
+        *,
+        prior: PreemptionPrior | None = None,
+    ) -> None:
         from api.pricing.offers import Offer
         from api.pricing.preemption import default_priors
         from gpujobs.spec import CapacitySpec, JobSpec, TrainerSpec
@@ -55,7 +63,7 @@ class OursPolicy:
             estimated_hours=s.work * s.gap_hours,
             deadline_hours=s.deadline * s.gap_hours,
         )
-        self.prior = default_priors().default
+        self.prior = prior or default_priors().default
         self.started_tick = 0
         self.last_tick = -1
         self.last_spot_zone: int | None = None  # where the last answer asked to run on spot

@@ -73,9 +73,11 @@ def plan_line(plan: Plan) -> str:
 
 
 def quote_line(quote: Quote) -> str:
-    """The policy as it will run, in one line: what is expected, held, and when it ends."""
+    """The policy as it will run, in one line: what it likely and on average costs, what is
+    held, and when it ends."""
+    likely = f"{money(quote.typical_cost)} likely, " if quote.typical_cost is not None else ""
     return (
-        f"quote (the policy as it will run): {money(quote.expected_cost)} expected, "
+        f"quote (the policy as it will run): {likely}{money(quote.expected_cost)} expected, "
         f"{money(quote.hold_cost)} held of the budget, finish {when(quote.expected_finish)} UTC, "
         f"P(meet deadline) {quote.p_meet_deadline:.0%}"
     )

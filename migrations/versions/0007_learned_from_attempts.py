@@ -1,5 +1,5 @@
 """what the service learns of a spot pool is read from the last week of its attempts: the
-cumulative spot_observations counters go
+cumulative spot_observations counters go; a job's quote records its typical (median-run) cost
 
 Revision ID: 0007_learned_from_attempts
 Revises: 0006_active_name_unique
@@ -19,9 +19,11 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.drop_table("spot_observations")
+    op.add_column("jobs", sa.Column("quote_typical_microusd", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("jobs", "quote_typical_microusd")
     # The counters start again from zero: the attempts still hold what they counted.
     op.create_table(
         "spot_observations",

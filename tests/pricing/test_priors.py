@@ -128,18 +128,20 @@ def test_a_gang_is_preempted_far_less_than_independent_nodes_would_be() -> None:
         assert math.isfinite(c.option.lifetime_hours)
 
 
-def test_launch_outcomes_move_availability_and_the_wait_for_spot() -> None:
-    prior = PreemptionPrior(2.0, 8.0, mtta_hours=2.0, availability=0.5, launch_a=2.0, launch_b=2.0)
-    refused = posterior(prior, preemptions=0, spot_hours=0.0, no_capacity=6)
-    assert refused.availability == pytest.approx(2 / 10)
-    assert refused.mtta_hours == pytest.approx(2.0 * 4.0)  # odds of no capacity 1 -> 4
-    assert refused.rate == prior.rate
-    started = posterior(prior, preemptions=3, spot_hours=4.0, launched=6)
-    assert started.availability == pytest.approx(8 / 10) and started.mtta_hours < 2.0
-    assert started.rate == pytest.approx(5 / 12)
+def test_outages_seen_move_the_wait_for_spot_and_availability() -> None:
+    prior = PreemptionPrior(2.0, 8.0, mtta_hours=2.0, availability=0.5)
+    # Out for 6 h and not back yet: as many pseudo-outages as pseudo-preemptions (2).
+    waiting = posterior(prior, preemptions=0, spot_hours=0.0, outage_hours=6.0)
+    assert waiting.mtta_hours == pytest.approx((2 * 2.0 + 6.0) / 2)
+    assert waiting.availability == pytest.approx(4.0 / (4.0 + 5.0))
+    assert waiting.rate == prior.rate
+    # Three short outages that ended: spot comes back sooner than the prior says.
+    quick = posterior(prior, preemptions=3, spot_hours=4.0, outage_hours=0.6, recoveries=3)
+    assert quick.mtta_hours == pytest.approx((4.0 + 0.6) / 5) and quick.mtta_hours < 2.0
+    assert quick.rate == pytest.approx(5 / 12)
     assert posterior(prior, preemptions=0, spot_hours=0.0) == prior
     with pytest.raises(ValueError):
-        posterior(prior, preemptions=0, spot_hours=0.0, no_capacity=-1)
+        posterior(prior, preemptions=0, spot_hours=0.0, outage_hours=-1.0)
 
 
 def test_priors_carry_the_variation_of_complete_run_lengths(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_preemptions_in_one_zone_send_new_jobs_to_another(
     assert len(moved) <= 6, moved
 
 
-def test_launches_that_find_no_capacity_lower_the_pools_availability(
+def test_launches_that_find_no_capacity_lengthen_the_pools_outages(
     settings: Settings, session_factory: sessionmaker[Session]
 ) -> None:
     launcher, clock = RecordingLauncher(), Clock()
@@ -93,19 +93,16 @@ def test_launches_that_find_no_capacity_lower_the_pools_availability(
     job_id = submit(session_factory, who)
     attempt_id, zone, instance_type = _placed(cp, job_id)
     pool = (zone, instance_type)
-    prior = default_priors().lookup(
-        zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
-    )
+    prior = _prior(pool)
     launcher.script(attempt_id, ObservedState.NO_CAPACITY, message="sold out")
     reconcile_once(cp)
-    learned = _learned(cp, pool)
+    other = submit(session_factory, who)
+    clock.advance(settings.no_capacity_backoff_s + 1)  # the outage lapses: the pool is tried again
+    learned = _learned(cp, pool)  # out since the refusal and not seen back: a long wait so far
     assert learned is not None
     assert learned.availability < prior.availability
     assert learned.mtta_hours > prior.mtta_hours
     assert learned.rate == prior.rate  # no spot hours, no preemption
-    # a launch that starts raises it again
-    other = submit(session_factory, who)
-    clock.advance(settings.no_capacity_backoff_s + 1)  # the outage lapses: the pool is tried again
     started = [a for a in (_placed(cp, other), _placed(cp, job_id)) if a[1:] == pool]
     assert started, "the pool is tried again once its outage lapses"
     launcher.script(started[0][0], ObservedState.RUNNING)
@@ -113,8 +110,9 @@ def test_launches_that_find_no_capacity_lower_the_pools_availability(
     clock.advance(60)
     launcher.script(started[0][0], ObservedState.SUCCEEDED, exit_code=0)
     reconcile_once(cp)
-    again = _learned(cp, pool)
-    assert again is not None and again.availability > learned.availability
+    again = _learned(cp, pool)  # the outage ended after a few minutes: spot comes back quickly
+    assert again is not None and again.mtta_hours < learned.mtta_hours
+    assert again.availability > learned.availability
 
 
 def _offer(zone: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ from api.database import transaction
 from api.jobs import service as jobs
 from api.models import ApiToken, CapacityOutage, JobAttempt
 from api.money import cost_microusd
-from api.placement.repository import spot_exposure
-from api.placement.world import OBSERVATION_WINDOW
+from api.placement.learning import PoolHistory
+from api.placement.world import pool_histories
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.spec import CapacityType
@@ -85,11 +85,10 @@ def the_attempt(world: World, attempt_id: str) -> JobAttempt:
         return row
 
 
-def learned(world: World, attempt: JobAttempt) -> tuple[int, float] | None:
-    """(preemptions, spot hours) the scheduler's snapshot reads for the attempt's pool."""
-    now = world.clock.now
+def learned(world: World, attempt: JobAttempt) -> PoolHistory | None:
+    """What the scheduler's snapshot reads of the attempt's pool."""
     with world.factory() as session:
-        seen = spot_exposure(session, since=now - OBSERVATION_WINDOW, now=now)
+        seen = pool_histories(session, now=world.clock.now)
     return seen.get((attempt.zone, attempt.instance_type))
 
 
@@ -186,8 +185,9 @@ def test_preemption_returns_the_job_to_pending_and_teaches_the_spot_rate(world: 
     assert world.statuses(job_id)[-3:] == ["RUNNING", "PREEMPTED", "PENDING"]
     seen = learned(world, attempt)
     assert seen is not None
-    assert seen[0] == 1
-    assert seen[1] == pytest.approx(600.0 / 3600.0)
+    assert seen.preemptions == 1
+    assert seen.spot_hours == pytest.approx(600.0 / 3600.0)
+    assert seen.outage_hours == 0 and seen.recoveries == 0  # lost just now
     assert job_tokens(world, job_id)[0].revoked_at is None  # the job lives on
     # The next pass places it again as attempt 2; history is kept.
     placed = schedule_once(world.cp).placed
@@ -211,7 +211,8 @@ def test_no_spot_capacity_backs_off_from_that_zone(world: World) -> None:
     assert back.status == S.PENDING.value
     assert back.restarts == 0 and back.preemptions == 0
     assert world.statuses(job_id)[-2:] == ["SCHEDULED", "PENDING"]
-    assert learned(world, attempt) is None  # it never ran: no spot hours, no preemption
+    seen = learned(world, attempt)  # it never ran: no spot hours, no preemption; out since
+    assert seen is not None and (seen.preemptions, seen.spot_hours, seen.recoveries) == (0, 0, 0)
     backoff = timedelta(seconds=world.cp.settings.no_capacity_backoff_s)
     with world.factory() as session:
         outage = session.get(
@@ -380,7 +381,12 @@ def test_reconciling_again_never_closes_twice(world: World, end: str) -> None:
     assert reconcile_once(world.cp) == 1
     closed = the_attempt(world, attempt_id)
     history = world.statuses(job_id)
-    seen = learned(world, closed)
+
+    def counted(seen: PoolHistory | None) -> tuple[int, float, int] | None:
+        # An outage still open grows with the clock; what an attempt counted once must not.
+        return (seen.preemptions, seen.spot_hours, seen.recoveries) if seen else None
+
+    seen = counted(learned(world, closed))
 
     world.clock.advance(100)
     assert reconcile_once(world.cp) == 0
@@ -395,7 +401,7 @@ def test_reconciling_again_never_closes_twice(world: World, end: str) -> None:
         closed.cost_microusd,
     )
     assert world.statuses(job_id) == history
-    assert learned(world, closed) == seen
+    assert counted(learned(world, closed)) == seen
     assert world.launcher.cancels == []
     assert closed.end_reason == end
 
