@@ -69,7 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--timeout", type=float, help="with --wait: give up after S seconds")
     submit.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     submit.add_argument(
-        "-y", "--yes", action="store_true", help="submit without showing the plan and asking"
+        "-y",
+        "--yes",
+        action="store_true",
+        help="submit without the plan and question (the quote is shown)",
     )
     submit.set_defaults(run=cmd_submit)
 
@@ -200,6 +203,9 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write("not submitted\n")
         return OK
     job = client.submit(args.file, idempotency_key=args.idempotency_key)
+    if args.yes and job.quote is not None:
+        # Nothing was shown before: the quote admission recorded (and holds of the budget).
+        sys.stderr.write(render.quote_line(job.quote) + "\n")
     if not args.wait:
         if args.json:
             render.print_json(job, out)

@@ -438,4 +438,7 @@ def test_submit_shows_the_plan_and_asks_on_a_terminal(
     assert code == 0 and out.startswith("submitted ")
     capsys.readouterr()
     code, out = gpujobs("submit", str(EXAMPLES / "resnet-spot.yaml"), "-y")  # no question
-    assert code == 0 and "Submit?" not in capsys.readouterr().err
+    shown = capsys.readouterr().err
+    assert code == 0 and "Submit?" not in shown
+    # ... but the quote the job was admitted with is still shown, its likely cost first.
+    assert shown.startswith("quote (the policy as it will run): $") and " likely, " in shown
