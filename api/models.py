@@ -162,7 +162,12 @@ class JobAttempt(Base):
     """One placement of a job. Closed attempts are the cost ledger and are never rewritten."""
 
     __tablename__ = "job_attempts"
-    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_job_attempts_job_number"),)
+    __table_args__ = (
+        UniqueConstraint("job_id", "number", name="uq_job_attempts_job_number"),
+        # What the scheduler learns of each spot pool reads the attempts of the last week.
+        Index("ix_job_attempts_kind_created", "capacity_type", "created_at"),
+        Index("ix_job_attempts_kind_ended", "capacity_type", "ended_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)

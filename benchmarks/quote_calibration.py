@@ -122,7 +122,7 @@ def _replay(
                 instance_type=offer.instance_type,
                 cloud=offer.cloud,
             )
-            learned, _ = learned_before(
+            learned, seen = learned_before(
                 trace.available,
                 int(start),
                 prior=prior,
@@ -130,7 +130,7 @@ def _replay(
                 retry_seconds=cadence.retry_seconds,
                 epoch=SIM_EPOCH - timedelta(hours=int(start) * trace.gap_hours),
             )
-            policy = OursPolicy(trace.name, setting, prior=learned)
+            policy = OursPolicy(trace.name, setting, prior=prior, seen=[seen])
             if spot_only:
                 capacity = CapacitySpec.model_validate({"types": ["spot"]})
                 policy.spec = policy.spec.model_copy(update={"capacity": capacity})

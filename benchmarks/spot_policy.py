@@ -6,8 +6,10 @@
 
 Policies: on_demand, greedy, uniform_progress (the paper's rules 1-3 plus the safety net),
 omniscient (dynamic programming over the known traces) and ours: the shipped `decide()`, called
-through an adapter that builds a one-job snapshot each time it is asked. Online policies see spot
-availability only as launch attempts reveal it, retried at production's cadence (simulator.py).
+through an adapter that builds a one-job snapshot each time it is asked, with what a running
+service had learned of each zone in the week before the job (observed.py) and learns from the
+job's own attempts. Online policies see spot availability only as launch attempts reveal it,
+retried at production's cadence (simulator.py).
 The pieces live in benchmarks/spot/: simulator, policies (baselines), omniscient, adapter (ours),
 experiment.
 """

@@ -26,7 +26,6 @@ from worker.launching import launch_attempt, stop_attempt
 from worker.outcomes import Outcome, outcome
 
 log = logging.getLogger(__name__)
-CANCELLED = Outcome("cancelled", (JobStatus.CANCELLED,), "cancelled", started=True)
 
 
 def reconcile_once(cp: ControlPlane) -> int:
@@ -84,9 +83,9 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
             attempt.started_at = attempt.launched_at
         job = repo.job_for_update(session, job_id=attempt.job_id)
         now = cp.clock()
+        # Spot hours run until the cancel still count for the pool's preemption rate: they are
+        # read from the closed attempt (api.placement.learning).
         _close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")
-        # Spot hours survived until the cancel still count for the zone's preemption rate.
-        _observe_capacity(session, cp=cp, attempt=attempt, result=CANCELLED, now=now)
     return 1
 
 

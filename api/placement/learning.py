@@ -1,19 +1,26 @@
 """What the service learned of a spot pool from its own attempts in the observation window.
 
 Three figures per pool: preemptions per spot-hour run (the preemption rate), and the outages it
-saw, from a preemption or a launch that found no capacity to the next launch that found some
-(the mean time to availability). Outages are measured in time, not counted in launches: a job
-waiting for a pool tries it every few minutes, and counting each refusal as a sample of the
-pool's availability made a pool that is up 95% of the time look up 15% of the time (measured on
-the traces). An outage still open at the window's end counts its time but no recovery (the
-exponential estimate with right-censoring: events over exposure).
+saw, from a preemption or a launch that found no capacity to the next attempt found running (the
+mean time to availability). Outages are measured in time, not counted in launches: a job waiting
+for a pool tries it every few minutes, and counting each refusal as a sample of the pool's
+availability made a pool that is up 95% of the time look up 15% of the time (measured on the
+traces). What is known of an outage is bounded by the evidence: it ended somewhere between the
+last time it was seen (a refusal) and the first time capacity was seen again, so it counts to the
+midpoint of that gap (interval censoring); one still open counts to the last time it was seen,
+with no recovery (right censoring: events over exposure). While any attempt of the pool runs, the
+pool has capacity: another job's refusal or preemption then begins no outage.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+
+# Ended so without ever having held capacity: a launch that never completed.
+NEVER_RAN = frozenset({"lost", "no_capacity"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +36,22 @@ class PoolHistory:
     preemptions: int = 0
     spot_hours: float = 0.0
     outage_hours: float = 0.0
-    recoveries: int = 0  # outages that ended with a launch that found capacity
+    recoveries: int = 0  # outages that ended with capacity seen again
 
     @property
     def empty(self) -> bool:
         return not (self.preemptions or self.spot_hours or self.outage_hours or self.recoveries)
+
+
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Overlapping [start, end) spans joined, in time order."""
+    out: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _hours(a: datetime, b: datetime) -> float:
@@ -43,27 +61,39 @@ def _hours(a: datetime, b: datetime) -> float:
 def pool_history(attempts: Iterable[SpotAttempt], *, since: datetime, now: datetime) -> PoolHistory:
     """One pool's attempts (any that overlap [since, now]) folded into its history."""
     preemptions, spot_hours = 0, 0.0
-    events: list[tuple[datetime, bool]] = []  # (when, capacity found) in time order
+    ran: list[tuple[datetime, datetime]] = []  # when some attempt held capacity
+    downs: list[datetime] = []  # when capacity was seen gone
     for a in attempts:
-        if a.started_at is not None:
+        if a.started_at is not None and a.end_reason not in NEVER_RAN:
             end = min(a.ended_at or now, now)
+            ran.append((a.started_at, end))
             spot_hours += _hours(max(a.started_at, since), end)
-            events.append((a.tried_at, True))
-            if a.end_reason == "preempted" and a.ended_at is not None and a.ended_at >= since:
-                preemptions += 1
-                events.append((a.ended_at, False))
+            if a.end_reason == "preempted" and a.ended_at is not None:
+                downs.append(a.ended_at)
+                preemptions += a.ended_at >= since
         elif a.end_reason == "no_capacity":
-            events.append((a.ended_at or a.tried_at, False))
+            downs.append(a.ended_at or a.tried_at)
+
+    held = _merged(ran)
+    starts = [start for start, _ in held]
+
+    def running(t: datetime) -> bool:
+        i = bisect_right(starts, t) - 1
+        return i >= 0 and t < held[i][1]
+
+    events = [(t, False) for t in downs if not running(t)] + [(start, True) for start, _ in ran]
     outage_hours, recoveries = 0.0, 0
-    down_since: datetime | None = None
-    for when, found in sorted(events, key=lambda e: e[0]):
-        if found and down_since is not None:
-            if when >= since:
-                outage_hours += _hours(max(down_since, since), when)
+    began: datetime | None = None  # the outage under way: when it began, when last seen
+    seen: datetime | None = None
+    for when, up in sorted(events, key=lambda e: (e[0], e[1])):
+        if not up:
+            began, seen = (when, when) if began is None else (began, when)
+        elif began is not None and seen is not None:
+            end = seen + (when - seen) / 2
+            if end >= since:
+                outage_hours += _hours(max(began, since), end)
                 recoveries += 1
-            down_since = None
-        elif not found and down_since is None:
-            down_since = when
-    if down_since is not None:
-        outage_hours += _hours(max(down_since, since), now)
+            began = seen = None
+    if began is not None and seen is not None:
+        outage_hours += _hours(max(began, since), seen)
     return PoolHistory(preemptions, spot_hours, outage_hours, recoveries)

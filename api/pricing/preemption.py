@@ -63,11 +63,11 @@ def posterior(
     outages seen (hours without capacity and how many ended), with as many pseudo-outages as
     the rate prior has pseudo-preemptions (each preemption begins an outage); availability the
     alternating process's L / (L + M)."""
-    out = posterior_rate(prior, preemptions, spot_hours)
     if outage_hours < 0 or recoveries < 0:
         raise ValueError("observations must be non-negative")
-    if outage_hours == 0 and recoveries == 0:
-        return out
+    if not (preemptions or spot_hours or outage_hours or recoveries):
+        return prior
+    out = posterior_rate(prior, preemptions, spot_hours)
     weight = prior.alpha
     mtta = (weight * prior.mtta_hours + outage_hours) / max(weight + recoveries, 1e-9)
     life = out.mean_lifetime_hours

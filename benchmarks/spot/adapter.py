@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from api.placement.learning import SpotAttempt, pool_history
+from api.placement.world import OBSERVATION_WINDOW
 from benchmarks.spot.simulator import IDLE, ON_DEMAND, SPOT, Setting, View, parse, spot_in
 
 if TYPE_CHECKING:
@@ -20,10 +22,11 @@ class OursPolicy:
     """Adapter: builds a one-job snapshot from the view and maps the decision back to an action.
     It holds no policy logic, only what the service would know: the running attempt, the zones a
     launch attempt recently found out (the snapshot's `unavailable`, as the reconciler's outage
-    marks make it), and per zone the preemptions and spot hours observed so far, turned into a
-    posterior preemption rate (posterior_rate) as the service does. The prior is the pooled
-    default over all traces (aggregate, not the trace being replayed) unless one is given (what
-    a running service had learned of the pool by then: observed.py)."""
+    marks make it), and per zone the spot attempts the service saw (`seen`: what a running
+    service saw before the job, observed.py; then the job's own, recorded as the reconciler
+    records them), folded into the pool's posterior by the scheduler's own rule
+    (api.placement.learning, world.learned_rates). The prior is the pooled default over all
+    traces (aggregate, not the trace being replayed) unless one is given."""
 
     def __init__(
         self,
@@ -31,6 +34,7 @@ class OursPolicy:
         setting: Setting,
         *,
         prior: PreemptionPrior | None = None,
+        seen: Sequence[Sequence[SpotAttempt]] | None = None,
     ) -> None:
         from api.pricing.offers import Offer
         from api.pricing.preemption import default_priors
@@ -66,34 +70,74 @@ class OursPolicy:
         self.prior = prior or default_priors().default
         self.started_tick = 0
         self.last_tick = -1
-        self.last_spot_zone: int | None = None  # where the last answer asked to run on spot
-        self.preemptions = [0] * len(self.offers)
-        self.spot_ticks = [0] * len(self.offers)
+        # Per zone, the spot attempts the service knows of: those before the job (`seen`) and
+        # the job's own, closed; the one asked for last, and the one running, open.
+        self.attempts: list[list[SpotAttempt]] = [list(z) for z in seen] if seen else []
+        self.attempts += [[] for _ in range(len(self.offers) - len(self.attempts))]
+        self.asked: tuple[int, datetime] | None = None  # zone, when: the last answer's launch
+        self.running: tuple[int, datetime] | None = None  # zone, since: the spot attempt on
+        self.preemptions = 0
 
     @property
     def offer(self) -> Offer:
         """The first zone's offer (the only one on a single-zone trace)."""
         return self.offers[0]
 
-    def _observe(self, v: View) -> None:
-        """A new tick: the last answer stands. Spot asked for and not running now was lost."""
-        if v.tick == self.last_tick:
-            return  # asked again in the same tick: the attempt just made found no capacity
-        z = self.last_spot_zone
-        if z is not None:
-            self.spot_ticks[z] += 1
-            if v.current != SPOT:
-                self.preemptions[z] += 1
+    def _observe(self, v: View, now: datetime) -> None:
+        """What the last answer's launch and the running attempt became, as the reconciler
+        records them: asked again in the same tick, the launch found no capacity; a new tick
+        without the spot instance it ran on, that instance was preempted."""
+        if self.asked is not None:
+            zone, tried = self.asked
+            if v.tick == self.last_tick:
+                self.attempts[zone].append(SpotAttempt(tried, None, tried, "no_capacity"))
+            else:
+                self.running = (zone, tried)
+            self.asked = None
+        if self.running is not None and v.tick != self.last_tick:
+            zone, since = self.running
+            if v.current != SPOT or v.zone not in (None, zone):
+                self.attempts[zone].append(SpotAttempt(since, since, now, "preempted"))
+                self.running, self.preemptions = None, self.preemptions + 1
         self.last_tick = v.tick
+
+    def _leave(self, now: datetime) -> None:
+        """The answer moves the job off the spot instance it runs on: that attempt ends."""
+        if self.running is not None:
+            zone, since = self.running
+            self.attempts[zone].append(SpotAttempt(since, since, now, "stopped"))
+            self.running = None
+
+    def _rates(self, now: datetime) -> dict[tuple[str, str], PreemptionPrior]:
+        """Each zone's prior moved by what the service saw of it (world.learned_rates)."""
+        from api.pricing.preemption import posterior
+
+        rates = {}
+        for z, o in enumerate(self.offers):
+            mine = self.attempts[z]
+            if self.running is not None and self.running[0] == z:
+                mine = [*mine, SpotAttempt(self.running[1], self.running[1], None, None)]
+            seen = pool_history(mine, since=now - OBSERVATION_WINDOW, now=now)
+            rates[(o.zone, o.instance_type)] = (
+                self.prior
+                if seen.empty
+                else posterior(
+                    self.prior,
+                    preemptions=seen.preemptions,
+                    spot_hours=seen.spot_hours,
+                    outage_hours=seen.outage_hours,
+                    recoveries=seen.recoveries,
+                )
+            )
+        return rates
 
     def __call__(self, v: View) -> str:
         from api.placement import Current, JobState, Migrate, Place, Snapshot, decide
-        from api.pricing.preemption import posterior_rate
         from gpujobs.spec import CapacityType
 
-        self._observe(v)
         s, gap = self.setting, self.setting.gap_hours
         now = SIM_EPOCH + timedelta(hours=v.tick * gap)
+        self._observe(v, now)
         current = None
         if v.current != IDLE:
             offer = self.offers[v.zone or 0]
@@ -111,19 +155,14 @@ class OursPolicy:
             remaining_hours=(s.work - v.progress) * gap,
             state="running" if current else "pending",
             current=current,
-            preemptions=sum(self.preemptions),
+            preemptions=self.preemptions,
         )
         unavailable = frozenset(
             (o.zone, o.instance_type, CapacityType.SPOT)
             for o, open_ in zip(self.offers, v.zones_open, strict=True)
             if not open_
         )
-        rates = {
-            (o.zone, o.instance_type): posterior_rate(
-                self.prior, self.preemptions[z], self.spot_ticks[z] * gap
-            )
-            for z, o in enumerate(self.offers)
-        }
+        rates = self._rates(now)
         snapshot = Snapshot(
             now=now,
             jobs=(job,),
@@ -149,7 +188,11 @@ class OursPolicy:
         elif current is None:
             raise RuntimeError("decide() returned nothing for a pending job")
         kind, zone = parse(action)
-        if kind != IDLE and (kind != v.current or (kind == SPOT and zone != v.zone)):
+        moves = kind != v.current or (kind == SPOT and zone != v.zone)
+        if moves:
+            self._leave(now)
+            if kind == SPOT:
+                self.asked = (zone or 0, now)
+        if kind != IDLE and moves:
             self.started_tick = v.tick
-        self.last_spot_zone = zone if kind == SPOT else None
         return action

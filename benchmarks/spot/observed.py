@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from api.placement.learning import PoolHistory, SpotAttempt, pool_history
+from api.placement.learning import SpotAttempt, pool_history
 from api.placement.world import OBSERVATION_WINDOW
 from api.pricing.preemption import PreemptionPrior, posterior
 
@@ -18,7 +18,7 @@ def resident_attempts(
 ) -> list[SpotAttempt]:
     """The window before tick `start`: one job runs spot while the pool has it; lost, it tries
     again at once, and after a launch that found no capacity, `retry_seconds` later (the
-    production cadence). Tick t is `epoch + t * gap`."""
+    production cadence); it stops at `start`. Tick t is `epoch + t * gap`."""
     gap_s = gap_hours * 3600.0
 
     def when(seconds: float) -> datetime:
@@ -47,7 +47,9 @@ def resident_attempts(
                 continue  # a retry may still fall within this tick
         tick += 1
     if running_since is not None:
-        attempts.append(SpotAttempt(when(running_since), when(running_since), None, None))
+        # The resident job steps aside at the submission: the replay does not simulate it on.
+        end = when(start * gap_s)
+        attempts.append(SpotAttempt(when(running_since), when(running_since), end, "stopped"))
     return attempts
 
 
@@ -59,8 +61,8 @@ def learned_before(
     gap_hours: float,
     retry_seconds: float,
     epoch: datetime,
-) -> tuple[PreemptionPrior, PoolHistory]:
-    """The pool's posterior at tick `start` (the snapshot's learned rate) and its history."""
+) -> tuple[PreemptionPrior, list[SpotAttempt]]:
+    """The pool's posterior at tick `start` (the snapshot's learned rate) and the attempts."""
     now = epoch + timedelta(hours=start * gap_hours)
     attempts = resident_attempts(
         available, start, gap_hours=gap_hours, retry_seconds=retry_seconds, epoch=epoch
@@ -73,4 +75,4 @@ def learned_before(
         outage_hours=seen.outage_hours,
         recoveries=seen.recoveries,
     )
-    return learned, seen
+    return learned, attempts

@@ -1,5 +1,6 @@
 """what the service learns of a spot pool is read from the last week of its attempts: the
-cumulative spot_observations counters go; a job's quote records its typical (median-run) cost
+cumulative spot_observations counters go (indexes for that read); a job's quote records its
+typical (median-run) cost
 
 Revision ID: 0007_learned_from_attempts
 Revises: 0006_active_name_unique
@@ -20,9 +21,13 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.drop_table("spot_observations")
     op.add_column("jobs", sa.Column("quote_typical_microusd", sa.BigInteger(), nullable=True))
+    op.create_index("ix_job_attempts_kind_created", "job_attempts", ["capacity_type", "created_at"])
+    op.create_index("ix_job_attempts_kind_ended", "job_attempts", ["capacity_type", "ended_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_job_attempts_kind_ended", table_name="job_attempts")
+    op.drop_index("ix_job_attempts_kind_created", table_name="job_attempts")
     op.drop_column("jobs", "quote_typical_microusd")
     # The counters start again from zero: the attempts still hold what they counted.
     op.create_table(
