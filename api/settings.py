@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.pricing.cost_model import RESTART_HOURS
+from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
@@ -92,7 +92,9 @@ class Settings(BaseSettings):
     no_capacity_backoff_s: float = 300.0
     restart_hours: float = Field(
         RESTART_HOURS,
-        description="Provisioning + restore time of a new attempt, as the policy sees it.",
+        description="Provisioning + restore time of a new attempt, as the policy sees it; "
+        f"unset: {RESTART_HOURS} on Kubernetes (a node to provision), {LOCAL_RESTART_HOURS} "
+        "with the local launcher (a process to start).",
     )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
@@ -197,6 +199,14 @@ class Settings(BaseSettings):
         "the pods get S3 access another way (IRSA, workload identity).",
     )
     k8s_trainer_s3_secret_access_key: str = ""
+
+    @model_validator(mode="after")
+    def _restart_of_launcher(self) -> Settings:
+        # Quotes and the deadline rule price each restart: a node's provisioning is not a
+        # process start (the first run was quoted 17x its bill with the node's figure).
+        if "restart_hours" not in self.model_fields_set and self.launcher == "local":
+            self.restart_hours = LOCAL_RESTART_HOURS
+        return self
 
     @model_validator(mode="after")
     def _check_k8s_capacity(self) -> Settings:

@@ -113,7 +113,6 @@ class Stack:
             GPUJOBS_S3_ENDPOINT_URL=self.s3.endpoint_url,
             GPUJOBS_SCHEDULE_INTERVAL_S="1",
             GPUJOBS_RECONCILE_INTERVAL_S="0.5",
-            GPUJOBS_RESTART_HOURS="0.005",
             GPUJOBS_SPOT_MARKET="trace",
             GPUJOBS_SPOT_TRACE=str(trace_file),
             GPUJOBS_SPOT_TRACE_TIME_SCALE=str(self.time_scale),

@@ -19,6 +19,9 @@ from gpujobs.spec import CapacityType
 # The defaults everything else takes from here: provisioning + restore of a new attempt (the
 # traces' paper's changeover delay), and the stall of one checkpoint until the trainer measures it.
 RESTART_HOURS = 0.2
+# The local launcher's: no node to provision, only a process to start (torch import, restore from
+# the checkpoint store); up to about 35 s measured on a busy 2-core machine.
+LOCAL_RESTART_HOURS = 0.01
 CHECKPOINT_COST_SECONDS = 30.0
 MIN_CHECKPOINT_SECONDS = 60.0
 MAX_CHECKPOINT_SECONDS = 24 * 3600.0

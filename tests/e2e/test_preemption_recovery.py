@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +97,10 @@ def test_a_preempted_ddp_job_resumes_to_the_same_weights(  # type: ignore[no-unt
 def test_a_job_without_slack_after_a_preemption_moves_to_on_demand(make_stack) -> None:  # type: ignore[no-untyped-def]
     # Spot for the first 10 s only, then never again: the spot attempt is preempted early, and
     # what is left of the deadline cannot wait for spot that does not come back. Sized so that a
-    # fast idle machine (about 200 steps/s) cannot finish inside the spot window, and a busy one
-    # still finishes well inside the deadline.
+    # fast idle machine (about 200 steps/s) cannot finish inside the spot window.
+    # The policy waits for spot down to the last safe moment, so the deadline holds only if the
+    # restart time it prices covers the real one: the local launcher's default (a process start,
+    # torch import, restore from S3). With 18 s it missed by 6 s on a busy 2-core CI machine.
     stack: Stack = make_stack(trace=[1] + [0] * 500, tick_seconds=10)
     spec = {
         "name": "tight-deadline",
@@ -114,7 +117,5 @@ def test_a_job_without_slack_after_a_preemption_moves_to_on_demand(make_stack) -
         ("spot", "preempted"),
         ("on_demand", "succeeded"),
     ], stack.diagnostics(job_id)
-    from datetime import datetime
-
     finished = datetime.fromisoformat(attempts[-1]["ended_at"])
-    assert finished <= datetime.fromisoformat(job["deadline_at"])
+    assert finished <= datetime.fromisoformat(job["deadline_at"]), stack.diagnostics(job_id)

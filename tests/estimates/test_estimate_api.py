@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -13,6 +15,7 @@ from tests.budgets.support import ADMIN, add_attempt
 from tests.conftest import job_body
 
 URL = "/v1/estimate"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ZONE, TYPE = "use1-az5", "g4dn.xlarge"
 # One T4 instance type in one region, so the zone under test is always among the plans.
 RESOURCES = {"gpu_models": ["T4"], "regions": ["us-east-1"]}
@@ -114,3 +117,21 @@ def test_checkpointing_so_often_that_no_work_gets_done_cannot_meet_the_deadline(
     assert response.status_code == 200
     plans = response.json()["plans"]
     assert plans and all(p["p_meet_deadline"] == 0 for p in plans)
+
+
+def test_the_local_launcher_quotes_a_restart_as_a_process_start(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    # Measured: examples/first-run.yaml (0.02 h of work) was quoted $0.03 likely on `make run`
+    # and billed $0.0018: each restart was priced as a Kubernetes node's 0.2 h of provisioning.
+    body = yaml.safe_load((EXAMPLES / "first-run.yaml").read_text())
+    # Its checkpoints every 500 steps (6 s) are priced at the default cost of one (30 s) until
+    # the trainer has measured it: checkpointing by time keeps that out of what is measured here.
+    body["trainer"]["checkpoint"] = {"every_seconds": 600}
+    response = client.post(URL, json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    estimate = response.json()
+    chosen = next(p for p in estimate["plans"] if p["chosen"])
+    running = estimate["estimated_hours"] * chosen["price_per_hour"]
+    # Above the run: one process start (0.01 h; a node's 0.2 h would make it 11x).
+    assert running < estimate["quote"]["typical_cost"] < 2 * running

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.database import read_session
 from api.placement import world as worlds
 from api.pricing.catalog import default_catalog
+from api.pricing.cost_model import RESTART_HOURS
 from api.pricing.preemption import PreemptionPrior, default_priors
 from api.settings import Settings
 from gpujobs.spec import CapacityType
@@ -43,7 +44,7 @@ def _learned(cp: ControlPlane, pool: tuple[str, str]) -> PreemptionPrior | None:
             catalog=cp.catalog,
             priors=default_priors(),
             budgets={},
-            restart_hours=0.2,
+            restart_hours=RESTART_HOURS,
             step_hours=1 / 60,
         )
     return snap.rates.get(pool)
@@ -55,15 +56,16 @@ def test_preemptions_in_one_zone_send_new_jobs_to_another(
     """Measured: with spot preempted every ~2 s, each new attempt went back to the same pool
     ("spot: cheapest expected cost while slack remains"); the rate never moved enough to matter."""
     launcher, clock = RecordingLauncher(), Clock()
-    cp = control_plane(settings, session_factory, launcher, clock)
+    # Cloud pools, where a restart provisions a node: two-minute runs then do not pay for it.
+    # (A local process starts in 0.01 h: two minutes of spot between preemptions can pay.)
+    on_nodes = settings.model_copy(update={"restart_hours": RESTART_HOURS})
+    cp = control_plane(on_nodes, session_factory, launcher, clock)
     who = principal(session_factory)
     first = submit(session_factory, who)  # no deadline: spot
     attempt_id, zone, instance_type = _placed(cp, first)
     pool = (zone, instance_type)
     assert _learned(cp, pool) is None  # nothing seen yet: the prior
-    prior = default_priors().lookup(
-        zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
-    )
+    prior = _prior(pool)
     moved = []
     job_id = first
     for _ in range(6):
