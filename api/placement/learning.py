@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from api.pricing.preemption import PreemptionPrior, posterior
+
 # Ended so without ever having held capacity: a launch that never completed.
 NEVER_RAN = frozenset({"lost", "no_capacity"})
 
@@ -41,6 +43,16 @@ class PoolHistory:
     @property
     def empty(self) -> bool:
         return not (self.preemptions or self.spot_hours or self.outage_hours or self.recoveries)
+
+    def posterior(self, prior: PreemptionPrior) -> PreemptionPrior:
+        """The pool's prior moved by this history (the prior itself when nothing was seen)."""
+        return posterior(
+            prior,
+            preemptions=self.preemptions,
+            spot_hours=self.spot_hours,
+            outage_hours=self.outage_hours,
+            recoveries=self.recoveries,
+        )
 
 
 def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:

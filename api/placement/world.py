@@ -15,7 +15,7 @@ from api.placement.learning import PoolHistory, pool_history
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.catalog import Catalog
 from api.pricing.offers import Offer
-from api.pricing.preemption import PreemptionPrior, Priors, posterior
+from api.pricing.preemption import PreemptionPrior, Priors
 from api.reservations.repository import with_usage
 from gpujobs.spec import CapacityType
 
@@ -50,13 +50,7 @@ def learned_rates(
             instance_type=instance_type,
             cloud=clouds.get(zone, ""),
         )
-        rates[(zone, instance_type)] = posterior(
-            prior,
-            preemptions=seen.preemptions,
-            spot_hours=seen.spot_hours,
-            outage_hours=seen.outage_hours,
-            recoveries=seen.recoveries,
-        )
+        rates[(zone, instance_type)] = seen.posterior(prior)
     return rates
 
 

@@ -110,25 +110,13 @@ class OursPolicy:
 
     def _rates(self, now: datetime) -> dict[tuple[str, str], PreemptionPrior]:
         """Each zone's prior moved by what the service saw of it (world.learned_rates)."""
-        from api.pricing.preemption import posterior
-
         rates = {}
         for z, o in enumerate(self.offers):
             mine = self.attempts[z]
             if self.running is not None and self.running[0] == z:
                 mine = [*mine, SpotAttempt(self.running[1], self.running[1], None, None)]
             seen = pool_history(mine, since=now - OBSERVATION_WINDOW, now=now)
-            rates[(o.zone, o.instance_type)] = (
-                self.prior
-                if seen.empty
-                else posterior(
-                    self.prior,
-                    preemptions=seen.preemptions,
-                    spot_hours=seen.spot_hours,
-                    outage_hours=seen.outage_hours,
-                    recoveries=seen.recoveries,
-                )
-            )
+            rates[(o.zone, o.instance_type)] = seen.posterior(self.prior)
         return rates
 
     def __call__(self, v: View) -> str:

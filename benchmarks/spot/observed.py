@@ -10,7 +10,7 @@ import numpy as np
 
 from api.placement.learning import SpotAttempt, pool_history
 from api.placement.world import OBSERVATION_WINDOW
-from api.pricing.preemption import PreemptionPrior, posterior
+from api.pricing.preemption import PreemptionPrior
 
 
 def resident_attempts(
@@ -68,11 +68,4 @@ def learned_before(
         available, start, gap_hours=gap_hours, retry_seconds=retry_seconds, epoch=epoch
     )
     seen = pool_history(attempts, since=now - OBSERVATION_WINDOW, now=now)
-    learned = posterior(
-        prior,
-        preemptions=seen.preemptions,
-        spot_hours=seen.spot_hours,
-        outage_hours=seen.outage_hours,
-        recoveries=seen.recoveries,
-    )
-    return learned, attempts
+    return seen.posterior(prior), attempts
