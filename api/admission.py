@@ -99,6 +99,3 @@ class Admission:
             "wait for budget"
         )
         raise BudgetExceeded(reason, fields=[FieldError(field="capacity", reason=reason)])
-
-
-default_admission = Admission()

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import health, metrics
-from api.admission import default_admission
+from api.admission import Admission as JobAdmission
 from api.artifacts import endpoints as artifacts
 from api.auth import PrincipalCache
 from api.budgets import endpoints as budgets
@@ -62,7 +62,8 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory or make_session_factory(make_engine(settings))
     app.state.nudge = nudge or celery_nudge(settings) or _no_nudge
-    app.state.admission = admission if admission is not None else default_admission
+    # Quoted with this app's settings (restart time): the scheduler quotes with the same.
+    app.state.admission = admission if admission is not None else JobAdmission(settings=settings)
     app.state.logs = logs
     app.state.log_followers = Followers(limit=settings.log_followers_per_team)
     app.state.principals = PrincipalCache(settings.auth_cache_s)

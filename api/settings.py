@@ -206,6 +206,7 @@ class Settings(BaseSettings):
         # process start (the first run was quoted 17x its bill with the node's figure).
         if "restart_hours" not in self.model_fields_set and self.launcher == "local":
             self.restart_hours = LOCAL_RESTART_HOURS
+            self.__pydantic_fields_set__.discard("restart_hours")  # still the default, not set
         return self
 
     @model_validator(mode="after")

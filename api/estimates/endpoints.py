@@ -17,7 +17,13 @@ def estimate(
     request: Request, spec: JobSpec, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     team = principal.team_name if principal.team_id else ""  # the admin token has no team
-    prefixes = request.app.state.settings.workload_prefixes_for(team)
+    settings = request.app.state.settings
     return respond(
-        service.estimate(session, principal=principal, spec=spec, workload_prefixes=prefixes)
+        service.estimate(
+            session,
+            principal=principal,
+            spec=spec,
+            workload_prefixes=settings.workload_prefixes_for(team),
+            settings=settings,
+        )
     )

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.admission import default_admission
+from api.admission import Admission
 from api.budgets.service import outstanding_holds, remaining_usd
 from api.database import transaction
 from api.errors import BudgetExceeded
@@ -94,7 +94,7 @@ def test_concurrent_submits_cannot_overshoot(
                     principal=who,
                     spec=spec,
                     idempotency_key=None,
-                    admission=default_admission,
+                    admission=Admission(),
                 )
             results.append("accepted")
         except BudgetExceeded:

@@ -9,8 +9,11 @@ import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.app import create_app
 from api.database import transaction
 from api.models import CapacityOutage
+from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
+from api.settings import Settings
 from tests.budgets.support import ADMIN, add_attempt
 from tests.conftest import job_body
 
@@ -120,7 +123,10 @@ def test_checkpointing_so_often_that_no_work_gets_done_cannot_meet_the_deadline(
 
 
 def test_the_local_launcher_quotes_a_restart_as_a_process_start(
-    client: TestClient, auth: dict[str, str]
+    client: TestClient,
+    auth: dict[str, str],
+    settings: Settings,
+    session_factory: sessionmaker[Session],
 ) -> None:
     # Measured: examples/first-run.yaml (0.02 h of work) was quoted $0.03 likely on `make run`
     # and billed $0.0018: each restart was priced as a Kubernetes node's 0.2 h of provisioning.
@@ -128,10 +134,23 @@ def test_the_local_launcher_quotes_a_restart_as_a_process_start(
     # Its checkpoints every 500 steps (6 s) are priced at the default cost of one (30 s) until
     # the trainer has measured it: checkpointing by time keeps that out of what is measured here.
     body["trainer"]["checkpoint"] = {"every_seconds": 600}
-    response = client.post(URL, json=body, headers=auth)
-    assert response.status_code == 200, response.text
-    estimate = response.json()
-    chosen = next(p for p in estimate["plans"] if p["chosen"])
-    running = estimate["estimated_hours"] * chosen["price_per_hour"]
-    # Above the run: one process start (0.01 h; a node's 0.2 h would make it 11x).
-    assert running < estimate["quote"]["typical_cost"] < 2 * running
+
+    def quoted(test_client: TestClient) -> tuple[float, float]:
+        response = test_client.post(URL, json=body, headers=auth)
+        assert response.status_code == 200, response.text
+        estimate = response.json()
+        chosen = next(p for p in estimate["plans"] if p["chosen"])
+        running = estimate["estimated_hours"] * chosen["price_per_hour"]
+        return estimate["quote"]["typical_cost"], running
+
+    likely, running = quoted(client)
+    assert settings.restart_hours == LOCAL_RESTART_HOURS
+    # Above the run: one process start.
+    assert running < likely < 2 * running
+    # The app's own settings price it, as its scheduler will (not the environment's): with a
+    # node's restart the same spec is quoted at 11 times the run.
+    on_nodes = settings.model_copy(update={"restart_hours": RESTART_HOURS})
+    app = create_app(on_nodes, session_factory=session_factory, nudge=lambda task, job: None)
+    with TestClient(app) as node_client:
+        likely, running = quoted(node_client)
+    assert likely > 8 * running

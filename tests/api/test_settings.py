@@ -1,0 +1,29 @@
+"""One Settings: defaults that depend on how the service is deployed."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
+from api.settings import Settings
+
+
+def test_a_restart_is_a_process_start_locally_and_a_node_on_kubernetes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GPUJOBS_RESTART_HOURS", raising=False)
+    monkeypatch.delenv("GPUJOBS_LAUNCHER", raising=False)
+    local = Settings()
+    assert local.restart_hours == LOCAL_RESTART_HOURS
+    assert "restart_hours" not in local.model_fields_set  # a default, not the operator's
+    assert Settings(launcher="kubernetes").restart_hours == RESTART_HOURS
+    monkeypatch.setenv("GPUJOBS_LAUNCHER", "kubernetes")
+    assert Settings().restart_hours == RESTART_HOURS
+
+
+def test_the_operators_restart_time_wins_on_either_launcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUJOBS_RESTART_HOURS", str(RESTART_HOURS))
+    assert Settings(launcher="local").restart_hours == RESTART_HOURS
+    assert Settings(launcher="kubernetes", restart_hours=0.05).restart_hours == 0.05
