@@ -97,7 +97,7 @@ def pool_history(attempts: Iterable[SpotAttempt], *, since: datetime, now: datet
     outage_hours, recoveries = 0.0, 0
     began: datetime | None = None  # the outage under way: when it began, when last seen
     seen: datetime | None = None
-    for when, up in sorted(events, key=lambda e: (e[0], e[1])):
+    for when, up in sorted(events):  # in time order; at the same time, down before up
         if not up:
             began, seen = (when, when) if began is None else (began, when)
         elif began is not None and seen is not None:

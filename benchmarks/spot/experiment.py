@@ -55,13 +55,11 @@ ONLINE = ("on_demand", "greedy", "uniform_progress", "ours")
 
 
 def _policy(
-    name: str,
-    names: Sequence[str],
-    setting: Setting,
-    seen: Sequence[Sequence[SpotAttempt]] | None = None,
+    name: str, names: Sequence[str], setting: Setting, available: np.ndarray, start: int
 ) -> Policy:
+    """The policy for a job submitted at tick `start`; ours with what the service saw before."""
     if name == "ours":
-        return OursPolicy(names, setting, seen=seen)
+        return OursPolicy(names, setting, seen=_seen(available, start, setting))
     return {
         "on_demand": on_demand_policy,
         "greedy": greedy_policy,
@@ -69,16 +67,14 @@ def _policy(
     }[name]
 
 
-def _seen(
-    available: np.ndarray, start: int, setting: Setting, cadence: Cadence
-) -> list[list[SpotAttempt]]:
+def _seen(available: np.ndarray, start: int, setting: Setting) -> list[list[SpotAttempt]]:
     """Per zone, what a running service saw of it in the observation window before `start`
-    (observed.py); the job is submitted at the adapter's SIM_EPOCH."""
+    (observed.py, at production's cadence); the job is submitted at the adapter's SIM_EPOCH."""
     epoch = SIM_EPOCH - timedelta(hours=start * setting.gap_hours)
+    retry_seconds = Cadence.production().retry_seconds
     return [
         resident_attempts(
-            zone, start, gap_hours=setting.gap_hours, retry_seconds=cadence.retry_seconds,
-            epoch=epoch,
+            zone, start, gap_hours=setting.gap_hours, retry_seconds=retry_seconds, epoch=epoch
         )
         for zone in np.atleast_2d(available)
     ]  # fmt: skip
@@ -125,8 +121,8 @@ def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, o
     for name in ONLINE:
         costs, misses, spot, waits = [], [], [], []
         for st in starts:
-            seen = _seen(available, st, setting, cadence) if name == "ours" else None
-            r = simulate(available, st, setting, _policy(name, names, setting, seen), cadence)
+            policy = _policy(name, names, setting, available, st)
+            r = simulate(available, st, setting, policy, cadence)
             costs.append(r.cost / od_cost)
             misses.append(0.0 if r.met_deadline else 1.0)
             spot.append(r.spot_ticks * setting.gap_hours)
@@ -273,14 +269,7 @@ def single_run(args: argparse.Namespace) -> dict[str, object]:
             trace.available,
             args.start_tick,
             setting,
-            _policy(
-                args.policy,
-                [trace.name],
-                setting,
-                _seen(trace.available, args.start_tick, setting, Cadence.production())
-                if args.policy == "ours"
-                else None,
-            ),
+            _policy(args.policy, [trace.name], setting, trace.available, args.start_tick),
             Cadence.production(),
         )
     g = setting.gap_hours
