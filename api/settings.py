@@ -170,6 +170,13 @@ class Settings(BaseSettings):
         "(120 on AWS, 25 on GKE and AKS, whose notice is 30 s).",
     )
     k8s_unschedulable_timeout_s: float = 600.0
+    k8s_autoscaler_verdict: bool = Field(
+        True,
+        description="Give an unschedulable attempt up as soon as the cluster autoscaler says it "
+        "will add no node for it (NotTriggerScaleUp, FailedScaleUp on the pod), not only after "
+        "k8s_unschedulable_timeout_s. Turn off on fixed-size pools where a pod should queue "
+        "for a busy GPU.",
+    )
     k8s_start_timeout_s: float = Field(
         300.0,
         gt=0,

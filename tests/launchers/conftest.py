@@ -126,6 +126,32 @@ class Cluster:
             name, NAMESPACE, {"status": {"conditions": conditions}}
         )
 
+    def pod_event(
+        self,
+        pod: str,
+        reason: str,
+        message: str,
+        *,
+        ago_s: float = 0,
+        component: str = "cluster-autoscaler",
+    ) -> None:
+        """An event on a pod, as the autoscaler's (or another component's) recorder writes it."""
+        moment = _timestamp(datetime.now(UTC) - timedelta(seconds=ago_s))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod}.{uuid.uuid4().hex[:12]}", "namespace": NAMESPACE},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": NAMESPACE},
+            "reason": reason,
+            "message": message,
+            "source": {"component": component},
+            "firstTimestamp": moment,
+            "lastTimestamp": moment,
+            "count": 1,
+            "type": "Normal",
+        }
+        self.core.create_namespaced_event(NAMESPACE, body)
+
     def requests(self, method: str) -> list[rendering.Request]:
         """What the launcher sent, as the emulator recorded it."""
         return [r for r in self.emulator if isinstance(r, rendering.Request) and r.method == method]

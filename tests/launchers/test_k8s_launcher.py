@@ -19,6 +19,7 @@ from gpujobs.resources import JobStatus
 from tests.launchers.k8s_calls import WORKER_ENTRY_POINTS, call_of, launcher_calls
 from worker.launchers.base import LaunchRequest, ObservedState
 from worker.launchers.kubernetes import KubernetesLauncher, KubernetesLauncherConfig
+from worker.launchers.kubernetes.observe import scale_up_refused
 from worker.outcomes import outcome
 
 if TYPE_CHECKING:
@@ -580,6 +581,92 @@ def test_unschedulable_attempt_given_up_frees_its_job(
     assert not exists(cluster.batch.read_namespaced_job, job_of(handle))
 
 
+BACKOFF = (
+    "pod didn't trigger scale-up: 1 in backoff after failed scale-up, "
+    "2 node(s) didn't match Pod's node affinity/selector"
+)
+
+
+def _unschedulable(cluster: Cluster, pod: str, *, ago_s: float) -> None:
+    scheduled = cluster.condition(
+        "PodScheduled", "False", "Unschedulable", ago_s=ago_s, message="0/3 nodes are available"
+    )
+    cluster.set_pod_status(pod, {"phase": "Pending", "conditions": [scheduled]})
+
+
+def test_autoscaler_refusing_a_node_is_no_capacity_before_the_timeout(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """A spot stockout backs the autoscaler's node group off; it says so on the pod within its
+    scan interval, and the attempt ends then instead of pending for the whole timeout."""
+    launcher = cluster.launcher(unschedulable_timeout_s=600)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    _unschedulable(cluster, pod, ago_s=60)
+    cluster.pod_event(pod, "TriggeredScaleUp", "pod triggered scale-up: [spot-a100 0->1]", ago_s=50)
+    assert launcher.status(handle).state is ObservedState.PENDING  # a node is on its way
+
+    cluster.pod_event(pod, "FailedScaleUp", "Node scale up in zones us-east-1a failed", ago_s=20)
+    cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=10)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.NO_CAPACITY
+    assert (
+        observation.message is not None
+        and "in backoff after failed scale-up" in observation.message
+    )
+    assert not exists(cluster.batch.read_namespaced_job, job_of(handle))  # its nodes freed
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["before_unschedulable", "other_pod", "other_component", "scale_up_after", "turned_off"],
+)
+def test_only_the_autoscalers_latest_refusal_for_this_pod_ends_it(
+    cluster: Cluster, make_request: RequestFactory, case: str
+) -> None:
+    launcher = cluster.launcher(
+        unschedulable_timeout_s=600, autoscaler_verdict=case != "turned_off"
+    )
+    handle = launcher.launch(make_request(nodes=2))
+    pod, other = cluster.start_pods(handle)
+    _unschedulable(cluster, pod, ago_s=60)
+    if case == "before_unschedulable":  # about an earlier wait of the pod, since answered
+        cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=120)
+    elif case == "other_pod":
+        cluster.pod_event(other, "NotTriggerScaleUp", BACKOFF, ago_s=10)
+    elif case == "other_component":
+        cluster.pod_event(
+            pod, "FailedScheduling", "0/3 nodes", ago_s=10, component="default-scheduler"
+        )
+    elif case == "scale_up_after":
+        cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=30)
+        cluster.pod_event(pod, "TriggeredScaleUp", "pod triggered scale-up", ago_s=10)
+    else:
+        cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=10)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PENDING, observation.message
+    assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
+def test_a_scale_up_started_in_the_same_second_as_a_refusal_is_waited_for() -> None:
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def word(reason: str, seconds: int) -> client.CoreV1Event:
+        return client.CoreV1Event(
+            involved_object=client.V1ObjectReference(name="p"),
+            metadata=client.V1ObjectMeta(name=f"p.{reason}"),
+            reason=reason,
+            message=reason,
+            reporting_component="cluster-autoscaler",
+            event_time=since + timedelta(seconds=seconds),
+        )
+
+    refused, started = word("NotTriggerScaleUp", 5), word("TriggeredScaleUp", 5)
+    assert scale_up_refused([refused, started], since=since) is None
+    assert scale_up_refused([started, word("FailedScaleUp", 6)], since=since) == "FailedScaleUp"
+    assert scale_up_refused([refused], since=since + timedelta(seconds=6)) is None
+
+
 def test_slow_image_pull_is_not_a_failure(cluster: Cluster, make_request: RequestFactory) -> None:
     """ContainerCreating covers a long pull of a big CUDA image: no timeout on it."""
     launcher = cluster.launcher(start_timeout_s=300)
@@ -616,6 +703,9 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     _stuck(cluster, pod, "ImagePullBackOff", scheduled_ago_s=301)
     assert launcher.status(handle).state is ObservedState.FAILED  # patches, then deletes
     second = launcher.launch(make_request(attempt_id="att-2", nodes=2))
+    waiting, _ = cluster.start_pods(second)
+    _unschedulable(cluster, waiting, ago_s=10)
+    launcher.status(second)  # reads the autoscaler's events on the unschedulable pod
     launcher.cancel(second)
 
     static = launcher_calls(*WORKER_ENTRY_POINTS)

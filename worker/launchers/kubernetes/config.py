@@ -227,6 +227,8 @@ class KubernetesLauncherConfig:
     # None = the profile's.
     termination_grace_s: int | None = None
     unschedulable_timeout_s: float = 600.0
+    # Believe the cluster autoscaler's "no node will be added" before the timeout.
+    autoscaler_verdict: bool = True
     # A scheduled pod whose container never starts (bad image, missing config) is given up.
     start_timeout_s: float = 300.0
     kueue_queue: str | None = None
@@ -268,6 +270,7 @@ class KubernetesLauncherConfig:
             "spot_tolerations": tuple(Toleration.of_taint(t) for t in settings.k8s_spot_taints),
             "termination_grace_s": settings.k8s_termination_grace_s or None,
             "unschedulable_timeout_s": settings.k8s_unschedulable_timeout_s,
+            "autoscaler_verdict": settings.k8s_autoscaler_verdict,
             "start_timeout_s": settings.k8s_start_timeout_s,
             "kueue_queue": settings.k8s_kueue_queue or None,
             "service_account": settings.k8s_service_account or None,

@@ -29,6 +29,8 @@ from worker.launchers.kubernetes.observe import (
     VERDICT_ANNOTATION,
     assess,
     rank_order,
+    scale_up_refused,
+    unschedulable,
     verdict_annotation,
 )
 
@@ -143,6 +145,7 @@ class KubernetesLauncher:
             unschedulable_timeout_s=self.config.unschedulable_timeout_s,
             start_timeout_s=self.config.start_timeout_s,
             gone_nodes=self._gone_nodes(pods),
+            scale_up_refused=self._scale_up_refused(namespace, pods),
         )
         if assessment.give_up:
             self._give_up(namespace, name, assessment.observation)
@@ -244,6 +247,19 @@ class KubernetesLauncher:
             if _is(exc, 404):
                 return None
             raise
+
+    def _scale_up_refused(self, namespace: str, pods: list[client.V1Pod]) -> str | None:
+        """The autoscaler's refusal for the attempt's first unschedulable pod, read only while
+        one is (a gang that cannot get a node for one of its pods cannot start)."""
+        stuck = unschedulable(pods) if self.config.autoscaler_verdict else None
+        if stuck is None:
+            return None
+        events = self._core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={stuck.pod}"
+        ).items
+        # Filtered here as well, as pods are.
+        mine = [e for e in events if e.involved_object and e.involved_object.name == stuck.pod]
+        return scale_up_refused(mine, since=stuck.since)
 
     def _pods(self, namespace: str, name: str) -> list[client.V1Pod]:
         pods = self._core.list_namespaced_pod(

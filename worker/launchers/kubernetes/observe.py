@@ -10,7 +10,11 @@ pool's preemption rate. It ends the attempt as a failure that names the eviction
 
 Some attempts never end by themselves: pods that stay unschedulable, or scheduled pods whose
 container cannot start (a bad image, a missing Secret). `assess` says when to give such an
-attempt up; the launcher then deletes its Job, which frees the nodes it holds.
+attempt up; the launcher then deletes its Job, which frees the nodes it holds. An unschedulable
+pod is no capacity once the cluster autoscaler says it will add no node for it (a stockout
+backs its node group off; a full group is at its maximum), or else after a timeout: a spot
+launch then fails in about the autoscaler's scan interval, as it does on a cloud's own API,
+not after minutes of slack spent pending.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from kubernetes import client
 
@@ -48,6 +53,12 @@ CANNOT_START_REASONS = frozenset(
 )
 # Written on a Job the launcher gives up, before deleting it: read back while it is deleted.
 VERDICT_ANNOTATION = "gpujobs.dev/verdict"
+# What the cluster autoscaler records on a pending pod: it started a scale-up for it, it will
+# start none (no node group fits, or each that would is at its maximum or backing off after a
+# failed scale-up), or the scale-up it started failed (a stockout).
+AUTOSCALER = "cluster-autoscaler"
+SCALE_UP_STARTED = "TriggeredScaleUp"
+SCALE_UP_REFUSED = frozenset({"NotTriggerScaleUp", "FailedScaleUp"})
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,10 @@ def assess(
     unschedulable_timeout_s: float,
     start_timeout_s: float = 300.0,
     gone_nodes: Collection[str] = (),
+    scale_up_refused: str | None = None,
 ) -> Assessment:
-    """`gone_nodes`: nodes that pods were bound to and that no longer exist."""
+    """`gone_nodes`: nodes that pods were bound to and that no longer exist;
+    `scale_up_refused`: the autoscaler's refusal to add a node for the unschedulable pod."""
     if job is None:
         return Assessment(Observation(ObservedState.LOST, message="the Job no longer exists"))
     verdict = _verdict(job)
@@ -89,7 +102,9 @@ def assess(
         return Assessment(verdict)  # given up by the launcher, deleted since or being deleted
     if job.metadata.deletion_timestamp is not None:
         return Assessment(Observation(ObservedState.CANCELLED, message="the Job is being deleted"))
-    return _assess_live(job, pods, now, unschedulable_timeout_s, start_timeout_s, gone_nodes)
+    return _assess_live(
+        job, pods, now, unschedulable_timeout_s, start_timeout_s, gone_nodes, scale_up_refused
+    )
 
 
 def _assess_live(
@@ -99,8 +114,11 @@ def _assess_live(
     unschedulable_timeout_s: float,
     start_timeout_s: float,
     gone_nodes: Collection[str],
+    scale_up_refused: str | None,
 ) -> Assessment:
-    observation = _observe_live(job, pods, now, unschedulable_timeout_s, gone_nodes)
+    observation = _observe_live(
+        job, pods, now, unschedulable_timeout_s, gone_nodes, scale_up_refused
+    )
     if observation.state is ObservedState.NO_CAPACITY:
         return Assessment(observation, give_up=True)
     if observation.state is ObservedState.PENDING:
@@ -116,6 +134,7 @@ def _observe_live(
     now: datetime,
     unschedulable_timeout_s: float,
     gone_nodes: Collection[str],
+    scale_up_refused: str | None,
 ) -> Observation:
     conditions = _true_conditions(job)
     if "Complete" in conditions:
@@ -135,12 +154,16 @@ def _observe_live(
     if len(succeeded) >= expected:
         return Observation(ObservedState.SUCCEEDED, exit_code=0)
 
-    stuck = _unschedulable_since(pods)
+    stuck = unschedulable(pods)
     if stuck is not None:
-        since, message = stuck
-        if (now - since).total_seconds() > unschedulable_timeout_s:
-            return Observation(ObservedState.NO_CAPACITY, message=message)
-        return Observation(ObservedState.PENDING, message=message)
+        if scale_up_refused is not None:
+            return Observation(
+                ObservedState.NO_CAPACITY,
+                message=f"{stuck.message}; the cluster autoscaler adds no node: {scale_up_refused}",
+            )
+        if (now - stuck.since).total_seconds() > unschedulable_timeout_s:
+            return Observation(ObservedState.NO_CAPACITY, message=stuck.message)
+        return Observation(ObservedState.PENDING, message=stuck.message)
     if job.spec is not None and job.spec.suspend:
         created = job.metadata.creation_timestamp
         message = "suspended: waiting for admission (Kueue)"
@@ -286,9 +309,15 @@ def _lost(pod: client.V1Pod, gone_nodes: Collection[str]) -> bool:
     return node is not None and node in gone_nodes and _phase(pod) in _ACTIVE_PHASES
 
 
-def _unschedulable_since(pods: Sequence[client.V1Pod]) -> tuple[datetime, str] | None:
-    """The earliest moment a pending pod was found unschedulable, with the scheduler's word."""
-    found: tuple[datetime, str] | None = None
+class Unschedulable(NamedTuple):
+    pod: str
+    since: datetime
+    message: str
+
+
+def unschedulable(pods: Sequence[client.V1Pod]) -> Unschedulable | None:
+    """The pending pod found unschedulable first: when, with the scheduler's word."""
+    found: Unschedulable | None = None
     for pod in pods:
         if _phase(pod) != "Pending":
             continue
@@ -298,10 +327,30 @@ def _unschedulable_since(pods: Sequence[client.V1Pod]) -> tuple[datetime, str] |
                 and condition.status == "False"
                 and condition.reason == "Unschedulable"
                 and condition.last_transition_time is not None
-                and (found is None or condition.last_transition_time < found[0])
+                and (found is None or condition.last_transition_time < found.since)
             ):
-                found = (condition.last_transition_time, f"unschedulable: {condition.message}")
+                message = f"unschedulable: {condition.message}"
+                found = Unschedulable(pod.metadata.name, condition.last_transition_time, message)
     return found
+
+
+def scale_up_refused(events: Sequence[client.CoreV1Event], *, since: datetime) -> str | None:
+    """The autoscaler's refusal to add a node for a pod unschedulable `since`: its last word
+    on the pod since then, when that is a refusal. A scale-up it started is waited for (a tie
+    counts as started), and without an autoscaler there is no word and the timeout decides."""
+    words: list[tuple[datetime, bool, str]] = []
+    for event in events:
+        source = event.source.component if event.source else None
+        moment = event.last_timestamp or event.event_time or event.first_timestamp
+        if AUTOSCALER not in (source, event.reporting_component) or moment is None:
+            continue
+        if moment < since or event.reason not in SCALE_UP_REFUSED | {SCALE_UP_STARTED}:
+            continue
+        words.append((moment, event.reason == SCALE_UP_STARTED, event.message or event.reason))
+    if not words:
+        return None
+    _, started, message = max(words, key=lambda word: word[:2])
+    return None if started else message
 
 
 def _waiting_reasons(pods: Sequence[client.V1Pod]) -> str:
