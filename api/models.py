@@ -110,6 +110,8 @@ class Job(Base):
         UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
         Index("ix_jobs_status_priority", "status", "priority"),
         Index("ix_jobs_team_id_id", "team_id", "id"),
+        # The team's latest job of a trainer: what its checkpoint costs (api.placement.checkpoints).
+        Index("ix_jobs_team_checkpoint_key", "team_id", "checkpoint_key", "created_at"),
         # A name is unique among a team's unfinished jobs: the database says so, so concurrent
         # submits need no lock to find out (migration 0006).
         Index(
@@ -154,6 +156,7 @@ class Job(Base):
     quote_finish_at: Mapped[datetime | None] = mapped_column(default=None)
     quote_p_meet: Mapped[float | None] = mapped_column(Float, default=None)
     holds_budget: Mapped[bool] = mapped_column(Boolean, default=False)
+    checkpoint_key: Mapped[str | None] = mapped_column(String(64), default=None)
 
     team: Mapped[Team] = relationship(lazy="joined")
 

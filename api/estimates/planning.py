@@ -1,5 +1,6 @@
 """Weigh a spec the way the scheduler will: the same snapshot (learned rates, restart time,
-reservations, budgets, capacity known gone), decide() itself, and every plan it considered.
+reservations, budgets, capacity known gone, the checkpoint cost the team's earlier run of the
+trainer measured), decide() itself, and every plan it considered.
 The estimate endpoint and admission at submit both call `weigh`."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from api.errors import InvalidRequest
 from api.placement import Estimate, estimate, world
+from api.placement.checkpoints import checkpoint_cost, checkpoint_key
+from api.placement.repository import learned_checkpoint_costs
 from api.placement.snapshot import prospective
 from api.pricing.catalog import Catalog
 from api.pricing.preemption import Priors
@@ -44,7 +47,15 @@ def weigh(
     """decide()'s answer for the spec submitted now, and the plans it weighed; a spec without
     `estimated_hours` is a 422."""
     require_estimate(spec)
-    job = prospective(spec, team=team_id, team_name=team_name, now=now)
+    key = (team_id, checkpoint_key(spec))
+    learned = learned_checkpoint_costs(session, keys=[key]).get(key)
+    job = prospective(
+        spec,
+        team=team_id,
+        team_name=team_name,
+        now=now,
+        checkpoint_cost_seconds=checkpoint_cost(None, learned),
+    )
     snapshot = world.snapshot(
         session,
         now=now,

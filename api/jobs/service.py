@@ -20,6 +20,7 @@ from api.errors import Conflict, DomainError, InvalidRequest, NotFound
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
+from api.placement.checkpoints import checkpoint_key
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -99,6 +100,7 @@ def submit(
         quote_finish_at=admitted.quote_finish_at,
         quote_p_meet=admitted.quote_p_meet,
         holds_budget=admitted.holds_budget,
+        checkpoint_key=checkpoint_key(spec),
     )
     # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
     # unfinished name per team, and the losers find out which. The index is also the only name

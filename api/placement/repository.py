@@ -1,14 +1,21 @@
-"""Queries placement needs that no other repository answers: what the service observed of spot."""
+"""Queries placement needs that no other repository answers: what the service observed of spot,
+and what a team's earlier jobs measured of their checkpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from api.models import JobAttempt
+from api.models import Job, JobAttempt
+from api.placement.checkpoints import measured_stall
 from api.placement.learning import SpotAttempt
+
+# Jobs of one trainer read back to find one that measured a checkpoint (most runs do: it is
+# their first checkpoint); a run stopped before its first does not hide an earlier one.
+RECENT_RUNS = 20
 
 
 def spot_attempts(session: Session, *, since: datetime) -> dict[tuple[str, str], list[SpotAttempt]]:
@@ -34,4 +41,23 @@ def spot_attempts(session: Session, *, since: datetime) -> dict[tuple[str, str],
     found: dict[tuple[str, str], list[SpotAttempt]] = {}
     for zone, kind, created, started, ended, reason in rows:
         found.setdefault((zone, kind), []).append(SpotAttempt(created, started, ended, reason))
+    return found
+
+
+def learned_checkpoint_costs(
+    session: Session, *, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], float]:
+    """Per (team id, checkpoint key): the checkpoint stall the team's latest job of that key
+    measured; absent when none has. One indexed read per key."""
+    found: dict[tuple[str, str], float] = {}
+    for team_id, key in sorted(set(keys)):
+        rows = session.scalars(
+            select(Job.progress)
+            .where(Job.team_id == team_id, Job.checkpoint_key == key)
+            .order_by(Job.created_at.desc())
+            .limit(RECENT_RUNS)
+        )
+        stall = next((s for s in map(measured_stall, rows) if s is not None), None)
+        if stall is not None:
+            found[(team_id, key)] = stall
     return found

@@ -93,9 +93,16 @@ def step_seconds(spec: JobSpec, progress: Mapping[str, Any] | None = None) -> fl
 
 
 def prospective(
-    spec: JobSpec, *, team: str, team_name: str | None, now: datetime, job_id: str = "estimate"
+    spec: JobSpec,
+    *,
+    team: str,
+    team_name: str | None,
+    now: datetime,
+    job_id: str = "estimate",
+    checkpoint_cost_seconds: float = CHECKPOINT_COST_SECONDS,
 ) -> JobState:
-    """A spec about to be submitted, as decide() would see it the moment it is."""
+    """A spec about to be submitted, as decide() would see it the moment it is;
+    `checkpoint_cost_seconds`: what the team's earlier run of its trainer measured, if one did."""
     return JobState(
         id=job_id,
         team=team,
@@ -104,5 +111,6 @@ def prospective(
         deadline_at=spec.deadline_at(now),
         remaining_hours=spec.estimated_hours or 0.0,
         team_name=team_name,
+        checkpoint_cost_seconds=checkpoint_cost_seconds,
         step_seconds=step_seconds(spec),
     )

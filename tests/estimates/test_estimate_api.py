@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from api.auth import issue_token
 from api.database import transaction
-from api.models import CapacityOutage
+from api.models import CapacityOutage, Job
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.settings import Settings
 from tests.budgets.support import ADMIN, add_attempt
@@ -154,3 +156,45 @@ def test_the_local_launcher_quotes_a_restart_as_a_process_start(
     with TestClient(app) as node_client:
         likely, running = quoted(node_client)
     assert likely > 8 * running
+
+
+def test_a_checkpoint_the_team_measured_before_prices_the_next_quote(
+    client: TestClient,
+    auth: dict[str, str],
+    other_auth: dict[str, str],
+    session_factory: sessionmaker[Session],
+) -> None:
+    """examples/first-run.yaml checkpoints every 500 steps (6 s): each was priced at the default
+    30 s, so every first run was quoted several times its bill. Once one run of the trainer has
+    reported what a checkpoint stalls it, the team's next quote uses that."""
+    body = yaml.safe_load((EXAMPLES / "first-run.yaml").read_text())
+
+    def quoted(spec: dict[str, Any], headers: dict[str, str]) -> float:
+        response = client.post(URL, json=spec, headers=headers)
+        assert response.status_code == 200, response.text
+        estimate = response.json()
+        chosen = next(p for p in estimate["plans"] if p["chosen"])
+        running = estimate["estimated_hours"] * chosen["price_per_hour"]
+        return float(estimate["quote"]["typical_cost"] / running)
+
+    assert quoted(body, auth) > 4  # times its run: the default checkpoint cost
+
+    job = client.post("/v1/jobs", json=body, headers=auth).json()
+    with transaction(session_factory) as session:
+        row = session.get(Job, job["id"])
+        assert row is not None
+        job_token = issue_token(session, team_id=row.team_id, job_id=row.id)
+    report = {"step": 500, "total_steps": 6000, "checkpoint_step": 500, "checkpoint_stall_s": 0.04}
+    url = f"/v1/jobs/{job['id']}/progress"
+    assert (
+        client.post(url, json=report, headers={"Authorization": f"Bearer {job_token}"}).status_code
+        == 200
+    )
+
+    assert 1 < quoted(body, auth) < 2
+    bigger = {
+        **body,
+        "trainer": {**body["trainer"], "args": {**body["trainer"]["args"], "n_layer": 8}},
+    }
+    assert quoted(bigger, auth) > 4  # another model: nothing measured
+    assert quoted(body, other_auth) > 4  # another team learns nothing from this one's jobs

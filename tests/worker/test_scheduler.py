@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -508,3 +509,32 @@ def test_the_trainer_is_told_the_interval_the_cost_model_priced(
     assert a.checkpoint_every_seconds is not None and a.checkpoint_every_seconds > 0
     assert attempts(session_factory, timed)[0].checkpoint_every_seconds == 90
     assert attempts(session_factory, stepped)[0].checkpoint_every_seconds is None
+
+
+def test_a_teams_earlier_run_of_the_trainer_prices_the_next_ones_checkpoints(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Young/Daly's interval rests on the checkpoint's stall: a job whose trainer has not
+    measured one yet takes what the team's earlier job of the same trainer measured; another
+    model, or another team's job, does not."""
+    cp = control_plane(settings, session_factory)
+    who = principal(session_factory)
+    first = submit(session_factory, who)
+    schedule_once(cp)
+    [a] = attempts(session_factory, first)
+    priced_by_default = a.checkpoint_every_seconds
+    assert priced_by_default is not None and priced_by_default > 60
+    with transaction(session_factory) as session:  # as the progress endpoint records it
+        progress = {"step": 40, "total_steps": 100, "checkpoint_step": 40, "checkpoint_stall_s": 3}
+        session.execute(update(Job).where(Job.id == first).values(progress=progress))
+
+    again = submit(session_factory, who)
+    other_model = submit(session_factory, who, trainer={"steps": 100, "args": {"n_layer": 4}})
+    other_team = submit(session_factory, principal(session_factory, "team-b"))
+    schedule_once(cp)
+    learned = attempts(session_factory, again)[0].checkpoint_every_seconds
+    assert learned is not None
+    # sqrt(2 C MTBF) with C = 3 s instead of the default 30 s, on the same pool
+    assert learned == pytest.approx(max(60.0, priced_by_default * (3 / 30) ** 0.5), rel=1e-6)
+    assert attempts(session_factory, other_model)[0].checkpoint_every_seconds == priced_by_default
+    assert attempts(session_factory, other_team)[0].checkpoint_every_seconds == priced_by_default
