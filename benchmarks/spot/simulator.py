@@ -85,8 +85,8 @@ class Cadence:
         """The shipped defaults: the reconciler sees the failure on its next pass, marks the
         zone out for `no_capacity_backoff_s`, and the scheduler's next pass tries again. A
         local launch fails at once; on Kubernetes the failure is the cluster autoscaler's
-        refusal on the pod (`k8s_autoscaler_verdict`), which comes within its scan interval
-        (10 s) and the cloud's stockout answer, not counted here."""
+        refusal on the pod (`k8s_autoscaler_verdict`), once the cloud has reported the stockout
+        to it: that delay is not counted here."""
         from api.settings import Settings
 
         s = Settings()

@@ -635,9 +635,7 @@ def test_only_the_autoscalers_latest_refusal_for_this_pod_ends_it(
     elif case == "other_pod":
         cluster.pod_event(other, "NotTriggerScaleUp", BACKOFF, ago_s=10)
     elif case == "other_component":
-        cluster.pod_event(
-            pod, "FailedScheduling", "0/3 nodes", ago_s=10, component="default-scheduler"
-        )
+        cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=10, component="kube-scheduler")
     elif case == "scale_up_after":
         cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=30)
         cluster.pod_event(pod, "TriggeredScaleUp", "pod triggered scale-up", ago_s=10)
@@ -646,6 +644,38 @@ def test_only_the_autoscalers_latest_refusal_for_this_pod_ends_it(
     observation = launcher.status(handle)
     assert observation.state is ObservedState.PENDING, observation.message
     assert exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
+def test_a_gang_is_no_capacity_when_the_autoscaler_refuses_a_node_for_any_of_its_pods(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher(unschedulable_timeout_s=600)
+    handle = launcher.launch(make_request(nodes=2))
+    first, second = cluster.start_pods(handle)
+    _unschedulable(cluster, first, ago_s=60)
+    _unschedulable(cluster, second, ago_s=50)
+    # Room for one more node in the group: a node for the first pod, none for the second.
+    cluster.pod_event(first, "TriggeredScaleUp", "pod triggered scale-up: [spot 3->4]", ago_s=40)
+    assert launcher.status(handle).state is ObservedState.PENDING
+    cluster.pod_event(second, "NotTriggerScaleUp", "max node group size reached", ago_s=30)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.NO_CAPACITY
+    assert observation.message is not None and "max node group size" in observation.message
+
+
+def test_without_leave_to_read_events_the_timeout_decides(
+    cluster: Cluster, make_request: RequestFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator's own Role may lack `events: list`: status still answers (a cancel reads it)."""
+    launcher = cluster.launcher(unschedulable_timeout_s=600)
+    handle = launcher.launch(make_request())
+    (pod,) = cluster.start_pods(handle)
+    _unschedulable(cluster, pod, ago_s=60)
+    cluster.pod_event(pod, "NotTriggerScaleUp", BACKOFF, ago_s=10)
+    cluster.emulator["list", kmock.resource("", "v1", "events")] << 403
+    assert launcher.status(handle).state is ObservedState.PENDING
+    assert launcher.status(handle).state is ObservedState.PENDING
+    assert sum("cannot list events" in r.message for r in caplog.records) == 1
 
 
 def test_a_scale_up_started_in_the_same_second_as_a_refusal_is_waited_for() -> None:

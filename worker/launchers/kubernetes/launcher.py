@@ -12,7 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from worker.launchers.base import LaunchRequest, Observation
+from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.kubernetes.config import KubernetesLauncherConfig
 from worker.launchers.kubernetes.manifests import (
     ATTEMPT_ID_LABEL,
@@ -30,7 +30,7 @@ from worker.launchers.kubernetes.observe import (
     assess,
     rank_order,
     scale_up_refused,
-    unschedulable,
+    unschedulable_pods,
     verdict_annotation,
 )
 
@@ -82,6 +82,7 @@ class KubernetesLauncher:
         self.config = launcher_config
         self._api_client = api_client
         self._clock = clock
+        self._events_forbidden = False
 
     @classmethod
     def from_settings(
@@ -138,15 +139,22 @@ class KubernetesLauncher:
         namespace, name = parse_handle(handle)
         job = self._read_job(namespace, name)
         pods = self._pods(namespace, name) if job is not None else []
-        assessment = assess(
+        seen = functools.partial(
+            assess,
             job,
             pods,
             now=self._clock(),
             unschedulable_timeout_s=self.config.unschedulable_timeout_s,
             start_timeout_s=self.config.start_timeout_s,
             gone_nodes=self._gone_nodes(pods),
-            scale_up_refused=self._scale_up_refused(namespace, pods),
         )
+        assessment = seen()
+        # The autoscaler's word is read only for a live attempt that is pending, not for one
+        # being deleted or already given up (a cancel reads status too).
+        if assessment.observation.state is ObservedState.PENDING and self.config.autoscaler_verdict:
+            refusal = self._scale_up_refused(namespace, pods)
+            if refusal is not None:
+                assessment = seen(scale_up_refused=refusal)
         if assessment.give_up:
             self._give_up(namespace, name, assessment.observation)
         return assessment.observation
@@ -249,17 +257,29 @@ class KubernetesLauncher:
             raise
 
     def _scale_up_refused(self, namespace: str, pods: list[client.V1Pod]) -> str | None:
-        """The autoscaler's refusal for the attempt's first unschedulable pod, read only while
-        one is (a gang that cannot get a node for one of its pods cannot start)."""
-        stuck = unschedulable(pods) if self.config.autoscaler_verdict else None
-        if stuck is None:
-            return None
-        events = self._core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={stuck.pod}"
-        ).items
-        # Filtered here as well, as pods are.
-        mine = [e for e in events if e.involved_object and e.involved_object.name == stuck.pod]
-        return scale_up_refused(mine, since=stuck.since)
+        """The autoscaler's refusal to add a node for any of the attempt's unschedulable pods:
+        a gang that cannot get a node for one of them cannot start."""
+        for stuck in unschedulable_pods(pods) if not self._events_forbidden else []:
+            try:
+                events = self._core.list_namespaced_event(
+                    namespace,
+                    field_selector=f"involvedObject.name={stuck.pod}",
+                    resource_version="0",  # from the API server's cache, not etcd
+                ).items
+            except ApiException as exc:
+                if not _is(exc, 403):
+                    raise
+                # An operator's own Role without events: the timeout alone decides.
+                if not self._events_forbidden:
+                    log.warning("cannot list events in %s (403): %s", namespace, exc.reason)
+                self._events_forbidden = True
+                return None
+            # Filtered here as well, as pods are.
+            mine = [e for e in events if e.involved_object and e.involved_object.name == stuck.pod]
+            refusal = scale_up_refused(mine, since=stuck.since)
+            if refusal is not None:
+                return refusal
+        return None
 
     def _pods(self, namespace: str, name: str) -> list[client.V1Pod]:
         pods = self._core.list_namespaced_pod(

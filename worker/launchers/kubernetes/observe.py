@@ -12,9 +12,9 @@ Some attempts never end by themselves: pods that stay unschedulable, or schedule
 container cannot start (a bad image, a missing Secret). `assess` says when to give such an
 attempt up; the launcher then deletes its Job, which frees the nodes it holds. An unschedulable
 pod is no capacity once the cluster autoscaler says it will add no node for it (a stockout
-backs its node group off; a full group is at its maximum), or else after a timeout: a spot
-launch then fails in about the autoscaler's scan interval, as it does on a cloud's own API,
-not after minutes of slack spent pending.
+backs its node group off once the cloud reports it; a full group is at its maximum), or else
+after a timeout: a spot launch then fails about when the cloud's own API says so, not after
+minutes of slack spent pending.
 """
 
 from __future__ import annotations
@@ -315,9 +315,9 @@ class Unschedulable(NamedTuple):
     message: str
 
 
-def unschedulable(pods: Sequence[client.V1Pod]) -> Unschedulable | None:
-    """The pending pod found unschedulable first: when, with the scheduler's word."""
-    found: Unschedulable | None = None
+def unschedulable_pods(pods: Sequence[client.V1Pod]) -> list[Unschedulable]:
+    """The pending pods the scheduler found unschedulable: since when, with its word."""
+    found = []
     for pod in pods:
         if _phase(pod) != "Pending":
             continue
@@ -327,11 +327,17 @@ def unschedulable(pods: Sequence[client.V1Pod]) -> Unschedulable | None:
                 and condition.status == "False"
                 and condition.reason == "Unschedulable"
                 and condition.last_transition_time is not None
-                and (found is None or condition.last_transition_time < found.since)
             ):
                 message = f"unschedulable: {condition.message}"
-                found = Unschedulable(pod.metadata.name, condition.last_transition_time, message)
+                found.append(
+                    Unschedulable(pod.metadata.name, condition.last_transition_time, message)
+                )
     return found
+
+
+def unschedulable(pods: Sequence[client.V1Pod]) -> Unschedulable | None:
+    """The pending pod found unschedulable first."""
+    return min(unschedulable_pods(pods), key=lambda stuck: stuck.since, default=None)
 
 
 def scale_up_refused(events: Sequence[client.CoreV1Event], *, since: datetime) -> str | None:
@@ -341,7 +347,8 @@ def scale_up_refused(events: Sequence[client.CoreV1Event], *, since: datetime) -
     words: list[tuple[datetime, bool, str]] = []
     for event in events:
         source = event.source.component if event.source else None
-        moment = event.last_timestamp or event.event_time or event.first_timestamp
+        series = event.series.last_observed_time if event.series else None
+        moment = series or event.last_timestamp or event.event_time or event.first_timestamp
         if AUTOSCALER not in (source, event.reporting_component) or moment is None:
             continue
         if moment < since or event.reason not in SCALE_UP_REFUSED | {SCALE_UP_STARTED}:
