@@ -156,7 +156,11 @@ class Job(Base):
     quote_finish_at: Mapped[datetime | None] = mapped_column(default=None)
     quote_p_meet: Mapped[float | None] = mapped_column(Float, default=None)
     holds_budget: Mapped[bool] = mapped_column(Boolean, default=False)
+    # What decides the size of its checkpoints, and the stall of the last one its trainer
+    # measured (api.placement.checkpoints): a new attempt reports 0 until its first checkpoint,
+    # which must not erase what the job measured before.
     checkpoint_key: Mapped[str | None] = mapped_column(String(64), default=None)
+    checkpoint_stall_s: Mapped[float | None] = mapped_column(Float, default=None)
 
     team: Mapped[Team] = relationship(lazy="joined")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select, update
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from api.jobs import repository as jobs
 from api.models import Job, JobAttempt
+from api.placement import repository as placement_repository
 from gpujobs.resources import JobStatus
 
 
@@ -116,3 +118,15 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
     for attempt in attempts:
         found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
     return found
+
+
+def learned_checkpoint_costs(session: Session, jobs: Iterable[Job]) -> dict[str, float]:
+    """Per job id: the checkpoint cost its team's earlier job of the same trainer measured, for
+    the jobs whose trainer has not measured its own yet."""
+    keys = {
+        job.id: (job.team_id, job.checkpoint_key)
+        for job in jobs
+        if job.checkpoint_key and job.checkpoint_stall_s is None
+    }
+    costs = placement_repository.learned_checkpoint_costs(session, keys=keys.values())
+    return {job_id: costs[key] for job_id, key in keys.items() if key in costs}

@@ -70,11 +70,13 @@ def _decide_and_apply(
     with read_session(cp.factory) as session:
         claimed = repo.jobs_by_ids(session, ids=ids)
         open_rows = repo.open_attempts(session, job_status=JobStatus.RUNNING)
-        learned = snapshots.learned_checkpoints(session, [*claimed, *(j for j, _ in open_rows)])
+        learned = repo.learned_checkpoint_costs(session, [*claimed, *(j for j, _ in open_rows)])
         pending = []
         for job in claimed:
             try:
-                pending.append(snapshots.job_state(job, learned_checkpoint_s=learned.get(job.id)))
+                pending.append(
+                    snapshots.job_state(job, learned_checkpoint_cost=learned.get(job.id))
+                )
             except Exception:  # one unreadable job must not stop scheduling for everyone
                 log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
         strikes = repo.preempted_before_checkpoint(session, job_ids=[j.id for j in pending])
@@ -85,7 +87,8 @@ def _decide_and_apply(
             for j in pending
         ]
         running = [
-            snapshots.job_state(j, a, learned_checkpoint_s=learned.get(j.id)) for j, a in open_rows
+            snapshots.job_state(j, a, learned_checkpoint_cost=learned.get(j.id))
+            for j, a in open_rows
         ]
         if not pending and not running:
             return

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from sqlalchemy.orm import Session
-
 from api.models import Job, JobAttempt
 from api.money import MICRO
-from api.placement.checkpoints import checkpoint_cost, measured_stall
-from api.placement.repository import learned_checkpoint_costs
+from api.placement.checkpoints import checkpoint_cost
 from api.placement.snapshot import Current, JobState, step_seconds
 from gpujobs.spec import JobSpec
 
@@ -37,21 +32,10 @@ def remaining_hours(job: Job, spec: JobSpec) -> float:
     return estimate
 
 
-def learned_checkpoints(session: Session, jobs: Iterable[Job]) -> dict[str, float]:
-    """Per job id: the checkpoint cost its team's earlier job of the same trainer measured, for
-    the jobs whose trainer has not measured its own yet."""
-    unmeasured = [
-        job for job in jobs if job.checkpoint_key and measured_stall(job.progress) is None
-    ]
-    keys = {job.id: (job.team_id, job.checkpoint_key) for job in unmeasured if job.checkpoint_key}
-    costs = learned_checkpoint_costs(session, keys=keys.values())
-    return {job_id: costs[key] for job_id, key in keys.items() if key in costs}
-
-
 def job_state(
-    job: Job, attempt: JobAttempt | None = None, *, learned_checkpoint_s: float | None = None
+    job: Job, attempt: JobAttempt | None = None, *, learned_checkpoint_cost: float | None = None
 ) -> JobState:
-    """`learned_checkpoint_s`: what the team's earlier job of the same trainer measured of a
+    """`learned_checkpoint_cost`: what the team's earlier job of the same trainer measured of a
     checkpoint, used until this job's trainer has measured its own."""
     spec = JobSpec.from_stored(job.spec)
     current = None
@@ -75,7 +59,7 @@ def job_state(
         preemptions=job.preemptions,
         restarts=job.restarts,
         team_name=job.team.name if job.team is not None else None,
-        checkpoint_cost_seconds=checkpoint_cost(job.progress, learned_checkpoint_s),
+        checkpoint_cost_seconds=checkpoint_cost(job.checkpoint_stall_s, learned_checkpoint_cost),
         step_seconds=step_seconds(spec, job.progress),
         quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
         budget_held=job.holds_budget,

@@ -54,7 +54,7 @@ def weigh(
         team=team_id,
         team_name=team_name,
         now=now,
-        checkpoint_cost_seconds=checkpoint_cost(None, learned),
+        checkpoint_cost_seconds=checkpoint_cost(None, learned),  # nothing measured of its own
     )
     snapshot = world.snapshot(
         session,

@@ -301,6 +301,8 @@ def report_progress(
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
     progress["updated_at"] = utcnow().isoformat()
     job.progress = progress
+    if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
+        job.checkpoint_stall_s = report.checkpoint_stall_s
     if report.checkpoint_step is not None:
         job.resume_from_step = max(job.resume_from_step or 0, report.checkpoint_step)
     return job

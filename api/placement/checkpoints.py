@@ -7,15 +7,15 @@ small model that checkpoints every few seconds was quoted several times its bill
 first submit. The stall is set by what is saved and where: the image, the workload and its
 options, and the world size (each rank saves its own state). Steps, batch size, learning rate,
 seed and cadence change how often a checkpoint is written, not what one costs, so they are left
-out of the key. Only the team's own jobs count: another team's runs are not its business.
+out of the key; so is `env`, which usually names a run (a custom workload that sizes its model
+from it shares the key, and its first checkpoint corrects the price). Only the team's own jobs
+count: another team's runs are not its business.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Any
 
 from api.pricing.cost_model import CHECKPOINT_COST_SECONDS
 from gpujobs.spec import JobSpec
@@ -33,15 +33,8 @@ def checkpoint_key(spec: JobSpec) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
-def measured_stall(progress: Mapping[str, Any] | None) -> float | None:
-    """The stall of the trainer's last checkpoint; None before its first (it reports 0 then)."""
-    stall = (progress or {}).get("checkpoint_stall_s")
-    return float(stall) if isinstance(stall, int | float) and stall > 0 else None
-
-
-def checkpoint_cost(progress: Mapping[str, Any] | None, learned: float | None = None) -> float:
+def checkpoint_cost(measured: float | None, learned: float | None = None) -> float:
     """Seconds one checkpoint costs: the job's own measure, else its team's earlier run's."""
-    own = measured_stall(progress)
-    if own is not None:
-        return own
+    if measured is not None:
+        return measured
     return learned if learned is not None else CHECKPOINT_COST_SECONDS

@@ -10,12 +10,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt
-from api.placement.checkpoints import measured_stall
 from api.placement.learning import SpotAttempt
-
-# Jobs of one trainer read back to find one that measured a checkpoint (most runs do: it is
-# their first checkpoint); a run stopped before its first does not hide an earlier one.
-RECENT_RUNS = 20
 
 
 def spot_attempts(session: Session, *, since: datetime) -> dict[tuple[str, str], list[SpotAttempt]]:
@@ -51,13 +46,16 @@ def learned_checkpoint_costs(
     measured; absent when none has. One indexed read per key."""
     found: dict[tuple[str, str], float] = {}
     for team_id, key in sorted(set(keys)):
-        rows = session.scalars(
-            select(Job.progress)
-            .where(Job.team_id == team_id, Job.checkpoint_key == key)
-            .order_by(Job.created_at.desc())
-            .limit(RECENT_RUNS)
+        stall = session.scalar(
+            select(Job.checkpoint_stall_s)
+            .where(
+                Job.team_id == team_id,
+                Job.checkpoint_key == key,
+                Job.checkpoint_stall_s.is_not(None),
+            )
+            .order_by(Job.created_at.desc(), Job.id.desc())
+            .limit(1)
         )
-        stall = next((s for s in map(measured_stall, rows) if s is not None), None)
         if stall is not None:
             found[(team_id, key)] = stall
     return found

@@ -526,7 +526,8 @@ def test_a_teams_earlier_run_of_the_trainer_prices_the_next_ones_checkpoints(
     assert priced_by_default is not None and priced_by_default > 60
     with transaction(session_factory) as session:  # as the progress endpoint records it
         progress = {"step": 40, "total_steps": 100, "checkpoint_step": 40, "checkpoint_stall_s": 3}
-        session.execute(update(Job).where(Job.id == first).values(progress=progress))
+        values = {"progress": progress, "checkpoint_stall_s": 3.0}
+        session.execute(update(Job).where(Job.id == first).values(**values))
 
     again = submit(session_factory, who)
     other_model = submit(session_factory, who, trainer={"steps": 100, "args": {"n_layer": 4}})
