@@ -5,7 +5,7 @@ from __future__ import annotations
 from api.models import Job, JobAttempt
 from api.money import MICRO
 from api.placement.checkpoints import checkpoint_cost
-from api.placement.snapshot import Current, JobState, step_seconds
+from api.placement.snapshot import Current, JobState, samples_per_step, step_seconds
 from gpujobs.spec import JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
@@ -23,8 +23,7 @@ def remaining_hours(job: Job, spec: JobSpec) -> float:
     done = job.resume_from_step or 0
     rate = progress.get("samples_per_s")
     if total and rate and rate > 0:
-        samples_per_step = spec.trainer.batch_size * spec.trainer.grad_accum_steps
-        steps_per_hour = rate / samples_per_step * 3600.0
+        steps_per_hour = rate / samples_per_step(spec) * 3600.0
         return max(0.0, float((total - done) / steps_per_hour))
     estimate = spec.estimated_hours or DEFAULT_ESTIMATED_HOURS
     if total:

@@ -80,12 +80,20 @@ class Snapshot:
     step_hours: float = 1.0 / 60.0  # time until the next decide(): the policy's reaction time
 
 
+def samples_per_step(spec: JobSpec) -> int:
+    """Samples one optimizer step takes over the whole job, as the trainer counts them in the
+    `samples_per_s` it reports: `batch_size` is per GPU, and every GPU runs one rank."""
+    resources, trainer = spec.resources, spec.trainer
+    world_size = resources.nodes * resources.gpus_per_node
+    return trainer.batch_size * trainer.grad_accum_steps * world_size
+
+
 def step_seconds(spec: JobSpec, progress: Mapping[str, Any] | None = None) -> float | None:
     """One optimizer step: measured once the trainer reports, else the spec's estimate / steps."""
     progress = progress or {}
     rate = progress.get("samples_per_s")
     if rate and rate > 0:
-        return float(spec.trainer.batch_size * spec.trainer.grad_accum_steps / rate)
+        return float(samples_per_step(spec) / rate)
     total = progress.get("total_steps") or spec.trainer.steps
     if total and spec.estimated_hours:
         return float(spec.estimated_hours * 3600.0 / total)
