@@ -174,8 +174,6 @@ class JobAttempt(Base):
         # What the scheduler learns of each spot pool reads the attempts of the last week.
         Index("ix_job_attempts_kind_created", "capacity_type", "created_at"),
         Index("ix_job_attempts_kind_ended", "capacity_type", "ended_at"),
-        # The restarts measured lately (api.placement.restarts).
-        Index("ix_job_attempts_launched", "launched_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -199,8 +197,6 @@ class JobAttempt(Base):
     launch_handle: Mapped[str | None] = mapped_column(String(255), default=None)
     launched_at: Mapped[datetime | None] = mapped_column(default=None)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
-    # Seconds from its launch to its first step, measured at its first progress report.
-    restart_s: Mapped[float | None] = mapped_column(Float, default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
     end_reason: Mapped[str | None] = mapped_column(String(32), default=None)
     # Why we asked the attempt to stop ("cancel", "migrate"), so its exit is read correctly.

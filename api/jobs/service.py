@@ -21,8 +21,6 @@ from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.checkpoints import checkpoint_key
-from api.placement.restarts import restart_seconds
-from api.placement.snapshot import step_seconds
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -296,21 +294,12 @@ def report_progress(
     if JobStatus(job.status).terminal:
         # Its token may be remembered a few seconds past the end (api.auth.PrincipalCache).
         raise Conflict(f"job {job_id} has ended ({job.status}): progress is no longer recorded")
-    now = utcnow()
     if report.attempt_id is not None:
         current = repository.open_attempt(session, job_id=job_id)
         if current is None or current.id != report.attempt_id:
             raise Conflict("progress from an attempt that is no longer current")
-        if current.restart_s is None and current.launched_at is not None:
-            spec = JobSpec.from_stored(job.spec)
-            current.restart_s = restart_seconds(
-                launched_at=current.launched_at,
-                reported_at=now,
-                steps_run=max(0, report.step - (current.resume_from_step or 0)),
-                step_seconds=step_seconds(spec, {"samples_per_s": report.samples_per_s}),
-            )
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
-    progress["updated_at"] = now.isoformat()
+    progress["updated_at"] = utcnow().isoformat()
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s

@@ -1,5 +1,5 @@
 """Queries placement needs that no other repository answers: what the service observed of spot,
-what a team's earlier jobs measured of their checkpoints, and how long attempts took to start."""
+and what a team's earlier jobs measured of their checkpoints."""
 
 from __future__ import annotations
 
@@ -59,19 +59,3 @@ def learned_checkpoint_costs(
         if stall is not None:
             found[(team_id, key)] = stall
     return found
-
-
-# Enough for a stable tail, few enough to read on every pass.
-RECENT_RESTARTS = 200
-
-
-def recent_restarts(session: Session, *, since: datetime) -> list[float]:
-    """Seconds from launch to first step of the latest attempts launched since `since`."""
-    return list(
-        session.scalars(
-            select(JobAttempt.restart_s)
-            .where(JobAttempt.launched_at >= since, JobAttempt.restart_s.is_not(None))
-            .order_by(JobAttempt.launched_at.desc())
-            .limit(RECENT_RESTARTS)
-        )
-    )

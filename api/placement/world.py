@@ -1,6 +1,6 @@
 """The snapshot decide() sees, from the database: one builder for the scheduler, the estimate
-and admission, so that all three weigh the same learned rates, restart time (as measured),
-reservations, budgets and capacity known gone."""
+and admission, so that all three weigh the same learned rates, restart time, reservations,
+budgets and capacity known gone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from api.catalog.repository import no_capacity
-from api.placement import repository, restarts
+from api.placement import repository
 from api.placement.learning import PoolHistory, pool_history
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.catalog import Catalog
@@ -117,9 +117,7 @@ def snapshot(
     spot_available: bool | None = None,
     reservations: Sequence[Reservation] | None = None,
 ) -> Snapshot:
-    """The scheduler's view of the world now, read from the database; `restart_hours` is the
-    configured figure, which restarts measured lately may raise (api.placement.restarts)."""
-    measured = repository.recent_restarts(session, since=now - OBSERVATION_WINDOW)
+    """The scheduler's view of the world now, read from the database."""
     return build(
         now=now,
         jobs=jobs,
@@ -130,6 +128,6 @@ def snapshot(
         reservations=with_usage(session, now=now) if reservations is None else reservations,
         budgets=budgets,
         spot_available=spot_available,
-        restart_hours=restarts.restart_hours(restart_hours, measured),
+        restart_hours=restart_hours,
         step_hours=step_hours,
     )

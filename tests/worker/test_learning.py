@@ -4,22 +4,14 @@ preempted), launches that find no capacity move its availability."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.auth import Principal
-from api.database import read_session, transaction
-from api.jobs import service as jobs
-from api.models import JobAttempt, utcnow
+from api.database import read_session
 from api.placement import world as worlds
-from api.placement.restarts import MIN_MEASURED
 from api.pricing.catalog import default_catalog
 from api.pricing.cost_model import RESTART_HOURS
 from api.pricing.preemption import PreemptionPrior, default_priors
 from api.settings import Settings
-from gpujobs.resources import ProgressReport
 from gpujobs.spec import CapacityType
 from tests.worker.support import (
     Clock,
@@ -171,48 +163,3 @@ def _prior(pool: tuple[str, str]) -> PreemptionPrior:
     return default_priors().lookup(
         zone=zone, region=_region(zone), instance_type=instance_type, cloud=_cloud(zone)
     )
-
-
-def test_restarts_measured_at_first_reports_raise_the_restart_every_quote_prices(
-    settings: Settings, session_factory: sessionmaker[Session]
-) -> None:
-    """Each attempt's restart is measured at its first progress report (its launch to its first
-    step); once the last week holds enough, their 90th percentile is the restart time the
-    scheduler, the estimate and admission price (one snapshot builder) when it is longer than
-    the configured one."""
-    clock = Clock()
-    cp = control_plane(settings, session_factory, RecordingLauncher(), clock)
-    who = principal(session_factory)
-    job_ids = [submit(session_factory, who) for _ in range(MIN_MEASURED)]
-    schedule_once(cp)
-    for n, job_id in enumerate(job_ids):
-        [attempt] = attempts(session_factory, job_id)
-        with transaction(session_factory) as session:
-            row = session.get(JobAttempt, attempt.id)
-            assert row is not None
-            # Slow provisioning: 20 to 39 minutes from the launch until the trainer reports.
-            row.launched_at = utcnow() - timedelta(minutes=20 + n)
-            trainer = Principal(team_id=who.team_id, team_name=who.team_name, job_id=job_id)
-            report = ProgressReport(step=10, samples_per_s=80.0, attempt_id=attempt.id)
-            jobs.report_progress(session, principal=trainer, job_id=job_id, report=report)
-            jobs.report_progress(  # a later report does not measure again
-                session,
-                principal=trainer,
-                job_id=job_id,
-                report=report.model_copy(update={"step": 20}),
-            )
-    measured = sorted(a.restart_s or 0.0 for j in job_ids for a in attempts(session_factory, j))
-    # 10 steps of 8 samples at 80 samples/s (1 s) taken off the time to the first report
-    assert measured[0] == pytest.approx(20 * 60 - 1, abs=2)
-
-    def restart(configured: float) -> float:
-        with read_session(session_factory) as session:
-            return worlds.snapshot(
-                session, now=utcnow(), jobs=[], catalog=default_catalog(),
-                priors=default_priors(), budgets={}, restart_hours=configured, step_hours=0.01,
-            ).restart_hours  # fmt: skip
-
-    tail = measured[int(0.9 * len(measured))] / 3600.0
-    assert tail > RESTART_HOURS
-    assert restart(RESTART_HOURS) == pytest.approx(tail)
-    assert restart(1.0) == 1.0  # a longer configured restart stays
