@@ -54,6 +54,8 @@ class ProgressReport(BaseModel):
     step: int = Field(ge=0, le=10**12)
     total_steps: int | None = Field(None, ge=0, le=10**12)
     loss: float | None = Field(None, allow_inf_nan=False)
+    # Over all ranks (batch_size x grad_accum_steps x world size a step): the scheduler reads the
+    # work left from it (api.placement.snapshot.samples_per_step).
     samples_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0, allow_inf_nan=False)
