@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
+from api.pricing.gpu_speed import DEFAULT_SPEEDS
 from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
@@ -95,6 +96,13 @@ class Settings(BaseSettings):
         description="Provisioning + restore time of a new attempt, as the policy sees it; "
         f"unset: {RESTART_HOURS} on Kubernetes (a node to provision), {LOCAL_RESTART_HOURS} "
         "with the local launcher (a process to start).",
+    )
+    gpu_speeds: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_SPEEDS),
+        description="Training speed of each GPU model relative to an A100 (JSON object), which "
+        "converts a job's hours between the GPU models it allows; unset: a rough default "
+        "(api.pricing.gpu_speed) on Kubernetes, every model alike with the local launcher "
+        "(its processes run on this machine whatever offer they are placed on).",
     )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
@@ -208,13 +216,24 @@ class Settings(BaseSettings):
     k8s_trainer_s3_secret_access_key: str = ""
 
     @model_validator(mode="after")
-    def _restart_of_launcher(self) -> Settings:
+    def _launcher_defaults(self) -> Settings:
         # Quotes and the deadline rule price each restart: a node's provisioning is not a
         # process start (the first run was quoted 17x its bill with the node's figure).
         if "restart_hours" not in self.model_fields_set and self.launcher == "local":
             self.restart_hours = LOCAL_RESTART_HOURS
             self.__pydantic_fields_set__.discard("restart_hours")  # still the default, not set
+        if "gpu_speeds" not in self.model_fields_set and self.launcher == "local":
+            self.gpu_speeds = {}
+            self.__pydantic_fields_set__.discard("gpu_speeds")
         return self
+
+    @field_validator("gpu_speeds")
+    @classmethod
+    def _positive_speeds(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [model for model, speed in value.items() if not speed > 0 or speed == float("inf")]
+        if bad:
+            raise ValueError(f"GPU speeds must be positive and finite: {', '.join(bad)}")
+        return value
 
     @model_validator(mode="after")
     def _check_k8s_capacity(self) -> Settings:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from api.placement import JobState, Reservation, Snapshot, decide
 from api.pricing.catalog import default_catalog
+from api.pricing.gpu_speed import DEFAULT_SPEEDS, normalized
 from api.pricing.preemption import default_priors
 from api.pricing.requirements import requirement
 from gpujobs.spec import CapacityType, JobSpec
@@ -97,6 +98,7 @@ def snapshot_for(jobs: list[JobState]) -> Snapshot:
         reservations=reservations,
         budgets=budgets,
         priors=default_priors(),
+        gpu_speeds=normalized(DEFAULT_SPEEDS),  # as on Kubernetes: offers ranked per work
     )
 
 

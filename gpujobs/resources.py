@@ -43,6 +43,9 @@ class Progress(Resource):
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0)
     checkpoint_step: int | None = Field(None, ge=0, description="Last complete checkpoint.")
+    gpu_model: str | None = Field(
+        None, description="The GPU model of the attempt that reported: the rate's, that is."
+    )
     updated_at: datetime | None = None
 
 

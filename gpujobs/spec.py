@@ -278,8 +278,9 @@ class JobSpec(StrictModel):
         None,
         gt=0,
         le=24 * 366,
-        description="Expected uninterrupted run time on the requested resources; "
-        "the scheduler refines it from the trainer's measured progress.",
+        description="Expected uninterrupted run time on the requested resources, on the first "
+        "of `resources.gpu_models` (an A100 when none is named); the scheduler converts it to "
+        "the other models by their speed and refines it from the trainer's measured progress.",
     )
     priority: int = Field(50, ge=0, le=100, description="Higher runs first when capacity is short.")
     max_restarts: int = Field(

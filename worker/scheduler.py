@@ -20,6 +20,7 @@ from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.pricing.gpu_speed import normalized
 from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker import snapshot as snapshots
@@ -71,11 +72,14 @@ def _decide_and_apply(
         claimed = repo.jobs_by_ids(session, ids=ids)
         open_rows = repo.open_attempts(session, job_status=JobStatus.RUNNING)
         learned = repo.learned_checkpoint_costs(session, [*claimed, *(j for j, _ in open_rows)])
+        speeds = normalized(cp.settings.gpu_speeds)
         pending = []
         for job in claimed:
             try:
                 pending.append(
-                    snapshots.job_state(job, learned_checkpoint_cost=learned.get(job.id))
+                    snapshots.job_state(
+                        job, learned_checkpoint_cost=learned.get(job.id), speeds=speeds
+                    )
                 )
             except Exception:  # one unreadable job must not stop scheduling for everyone
                 log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
@@ -87,7 +91,7 @@ def _decide_and_apply(
             for j in pending
         ]
         running = [
-            snapshots.job_state(j, a, learned_checkpoint_cost=learned.get(j.id))
+            snapshots.job_state(j, a, learned_checkpoint_cost=learned.get(j.id), speeds=speeds)
             for j, a in open_rows
         ]
         if not pending and not running:
@@ -104,6 +108,7 @@ def _decide_and_apply(
             spot_available=_spot_available(cp),
             restart_hours=cp.settings.restart_hours,
             step_hours=cp.settings.schedule_interval_s / 3600.0,
+            gpu_speeds=speeds,
         )
     started = time.perf_counter()
     decisions = decide(snapshot)

@@ -15,6 +15,7 @@ from api.placement.checkpoints import checkpoint_cost, checkpoint_key
 from api.placement.repository import learned_checkpoint_costs
 from api.placement.snapshot import prospective
 from api.pricing.catalog import Catalog
+from api.pricing.gpu_speed import normalized
 from api.pricing.preemption import Priors
 from api.settings import Settings
 from gpujobs.resources import FieldError
@@ -65,5 +66,6 @@ def weigh(
         budgets={team_id: remaining_budget},
         restart_hours=settings.restart_hours,
         step_hours=settings.schedule_interval_s / 3600.0,
+        gpu_speeds=normalized(settings.gpu_speeds),
     )
     return estimate(snapshot, job, limit=limit)

@@ -90,6 +90,12 @@ def attempts(session: Session, *, job_id: str) -> list[JobAttempt]:
     )
 
 
+def latest_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
+    """The job's newest attempt, open or ended (only the newest can be open)."""
+    query = select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number.desc())
+    return session.scalars(query.limit(1)).first()
+
+
 def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
     """The job's attempt that has not ended (locked with `for_update`, as the control loop does
     before stopping it)."""

@@ -294,12 +294,15 @@ def report_progress(
     if JobStatus(job.status).terminal:
         # Its token may be remembered a few seconds past the end (api.auth.PrincipalCache).
         raise Conflict(f"job {job_id} has ended ({job.status}): progress is no longer recorded")
-    if report.attempt_id is not None:
-        current = repository.open_attempt(session, job_id=job_id)
-        if current is None or current.id != report.attempt_id:
-            raise Conflict("progress from an attempt that is no longer current")
+    latest = repository.latest_attempt(session, job_id=job_id)
+    current = latest if latest is not None and latest.ended_at is None else None
+    if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
+        raise Conflict("progress from an attempt that is no longer current")
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
     progress["updated_at"] = utcnow().isoformat()
+    # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
+    # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
+    progress["gpu_model"] = latest.gpu_model if latest is not None else None
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s

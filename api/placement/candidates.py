@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from api.pricing.gpu_speed import Speeds, speed_of
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from api.pricing.requirements import RULES, Requirement, requirement
@@ -90,8 +91,10 @@ class CandidateIndex:
         priors: Priors,
         rates: Mapping[tuple[str, str], PreemptionPrior],
         restart_hours: float,
+        speeds: Speeds | None = None,
     ) -> None:
         self._offers = offers
+        self._speeds = speeds or {}
         self._priors = priors
         self._rates = rates
         self._restart = restart_hours
@@ -178,7 +181,8 @@ class CandidateIndex:
     def _shape(
         self, models: tuple[str, ...] | None, gpus: int, nodes: int
     ) -> tuple[tuple[Offer, ...], tuple[SpotCandidate, ...], tuple[Offer, ...]]:
-        """Offers of one shape, sorted once: on-demand by price, spot by expected cost."""
+        """Offers of one shape, sorted once: on-demand by price, spot by expected cost, both per
+        hour of work (a GPU twice as fast does the work in half the hours)."""
         key = (models, gpus, nodes)
         found = self._shapes.get(key)
         if found is not None:
@@ -192,9 +196,10 @@ class CandidateIndex:
         else:
             matching = [o for m in models for o in self._by_model.get((gpus, m), ())]
         keys = {id(o): o.key for o in matching}
+        speeds = {id(o): speed_of(self._speeds, o.gpu_model) for o in matching}
         on_demand = sorted(
             (o for o in matching if o.on_demand_price is not None),
-            key=lambda o: (o.on_demand_price, keys[id(o)]),
+            key=lambda o: ((o.on_demand_price or 0.0) / speeds[id(o)], keys[id(o)]),
         )
         spot = []
         for o in matching:
@@ -205,7 +210,7 @@ class CandidateIndex:
             loss = self._priors.gang_rate(prior.rate, nodes) * self._restart
             effective = o.spot_price / (1.0 - loss) if loss < 0.9 else math.inf
             spot.append(SpotCandidate(o, prior, effective))
-        spot.sort(key=lambda c: (c.effective_price, keys[id(c.offer)]))
+        spot.sort(key=lambda c: (c.effective_price / speeds[id(c.offer)], keys[id(c.offer)]))
         found = (tuple(on_demand), tuple(spot), tuple(matching))
         self._shapes[key] = found
         return found

@@ -93,18 +93,24 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
 def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py)."""
     allowed = set(job.spec.capacity.types)
+    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
     reserved = None
     if CapacityType.RESERVED in allowed:  # decide() takes a free slot first
         reserved = first(market.reserved(job, {r.id: r.free for r in snap.reservations}))
     spot = None
     if CapacityType.SPOT in allowed:  # the pool it would use now, else the one it waits for
-        spot = first(market.spot(job)) or first(market.spot(job), waiting=True)
-    od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
+        spot = market.in_time(job, market.spot(job), hours_left=hours_left) or first(
+            market.spot(job), waiting=True
+        )
+    od = (
+        market.in_time(job, market.on_demand(job), hours_left=hours_left)
+        if CapacityType.ON_DEMAND in allowed
+        else None
+    )
     spot_now = (
         spot is not None
         and (spot.offer.zone, spot.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
     )
-    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
     return quote(
         job,
         spot=spot,

@@ -25,6 +25,7 @@ from api.pricing.cost_model import (
     evaluate,
     loss_fraction,
 )
+from api.pricing.gpu_speed import pace, reference_gpu
 from api.pricing.offers import Offer
 from api.pricing.preemption import default_priors
 from gpujobs.spec import CapacityType
@@ -43,6 +44,9 @@ class Option:
     price_per_hour: float  # whole job
     risk: Risk
     reservation: Reservation | None = None
+    # Hours on this option's GPU model per hour of the job's work (JobState.remaining_hours,
+    # counted on its reference GPU): 0.5 on a model twice as fast.
+    pace: float = 1.0
     lifetime_hours: float = math.inf  # expected run until the job's gang is preempted
     # Spot only: how bursty the pool is (coefficients of variation of its available and
     # unavailable run lengths; 1 is memoryless), for the quote's availability model.
@@ -67,6 +71,7 @@ class Market:
             priors=snapshot.priors or default_priors(),
             rates=snapshot.rates,
             restart_hours=snapshot.restart_hours,
+            speeds=snapshot.gpu_speeds,
         )
         self.pools: dict[tuple[str, str], list[Reservation]] = {}
         for r in snapshot.reservations:
@@ -79,6 +84,30 @@ class Market:
         if found is None:
             found = self._by_job[job.id] = self.index.candidates(job.spec.resources)
         return found
+
+    def pace(self, job: JobState, offer: Offer) -> float:
+        return pace(
+            self.snapshot.gpu_speeds, measured_on=reference_gpu(job.spec), runs_on=offer.gpu_model
+        )
+
+    def in_time(
+        self, job: JobState, considered: Iterator[Considered], *, hours_left: float | None
+    ) -> Option | None:
+        """The first (cheapest per hour of work) usable option that can still finish the job
+        by its deadline, starting now; when none can, the one that would finish soonest.
+        Without a deadline, or with every GPU model alike, simply the first."""
+        if hours_left is None or not self.snapshot.gpu_speeds:
+            return first(considered)
+        soonest: Option | None = None
+        for c in considered:
+            if c.unusable is not None:
+                continue
+            option = c.option
+            if work_hours(job, option) + self.snapshot.restart_hours <= hours_left:
+                return option
+            if soonest is None or option.pace < soonest.pace:
+                soonest = option
+        return soonest
 
     def risk(self, job: JobState, rate: float = 0.0, mtta: float = 0.0) -> Risk:
         return Risk(
@@ -103,6 +132,7 @@ class Market:
                     pool.price_per_hour * nodes,
                     self.risk(job),
                     reservation=pool,
+                    pace=self.pace(job, offer),
                 )
                 short = free.get(pool.id, 0) < nodes
                 yield Considered(
@@ -129,6 +159,7 @@ class Market:
                 lifetime_hours=1.0 / rate if rate > 0 else math.inf,
                 up_cv=c.prior.up_cv,
                 down_cv=c.prior.down_cv,
+                pace=self.pace(job, c.offer),
             )
             holds = c.offer.key == held
             if not holds and job.spot_strikes >= SPOT_STRIKES and on_demand_allowed:
@@ -151,7 +182,11 @@ class Market:
             offer = self.offer_by_key.get(current.offer_key)
             if offer is not None and offer.on_demand_price is not None:
                 option = Option(
-                    offer, CapacityType.ON_DEMAND, offer.on_demand_price * nodes, self.risk(job)
+                    offer,
+                    CapacityType.ON_DEMAND,
+                    offer.on_demand_price * nodes,
+                    self.risk(job),
+                    pace=self.pace(job, offer),
                 )
                 yield Considered(option)
         for offer in self.candidates(job).iter_on_demand():
@@ -160,6 +195,7 @@ class Market:
                 CapacityType.ON_DEMAND,
                 (offer.on_demand_price or 0.0) * nodes,
                 self.risk(job),
+                pace=self.pace(job, offer),
             )
             yield Considered(option, self._unusable(job, option, holds=False))
 
@@ -190,13 +226,18 @@ def first(considered: Iterator[Considered], *, waiting: bool = False) -> Option 
     )
 
 
+def work_hours(job: JobState, option: Option) -> float:
+    """The job's work left, in hours on the option's GPU model."""
+    return job.remaining_hours * option.pace
+
+
 def interval(job: JobState, option: Option) -> float:
     """The checkpoint interval the trainer will use on this option (seconds)."""
     ckpt = job.spec.trainer.checkpoint
     return checkpoint_seconds(
         every_seconds=ckpt.every_seconds,
         every_steps=ckpt.every_steps,
-        step_seconds=job.step_seconds,
+        step_seconds=job.step_seconds * option.pace if job.step_seconds is not None else None,
         checkpoint_cost_seconds=job.checkpoint_cost_seconds,
         preemption_rate_per_hour=option.risk.preemption_rate
         if option.capacity == CapacityType.SPOT
@@ -206,7 +247,7 @@ def interval(job: JobState, option: Option) -> float:
 
 def outcome(job: JobState, option: Option, hours_left: float | None) -> Outcome:
     return evaluate(
-        work_hours=job.remaining_hours,
+        work_hours=work_hours(job, option),
         price_per_hour=option.price_per_hour,
         capacity=option.capacity,
         risk=option.risk,

@@ -14,7 +14,7 @@ import math
 from datetime import datetime, timedelta
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.options import Market, Option, first, outcome, plan
+from api.placement.options import Market, Option, first, outcome, plan, work_hours
 from api.placement.slack import Choice, SlackView, choose
 from api.placement.snapshot import JobState, Snapshot
 from api.pricing.cost_model import Outcome
@@ -64,13 +64,21 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
         return None  # prepaid and never preempted: nothing is cheaper or safer
     if reserved is not None:
         slack_ok = hours_left is None or (
-            hours_left - job.remaining_hours - snap.restart_hours >= snap.step_hours
+            hours_left - work_hours(job, reserved) - snap.restart_hours >= snap.step_hours
         )
         if current is None or slack_ok:
             return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
 
-    spot = first(market.spot(job)) if CapacityType.SPOT in allowed else None
-    od = first(market.on_demand(job)) if CapacityType.ON_DEMAND in allowed else None
+    spot = (
+        market.in_time(job, market.spot(job), hours_left=hours_left)
+        if CapacityType.SPOT in allowed
+        else None
+    )
+    od = (
+        market.in_time(job, market.on_demand(job), hours_left=hours_left)
+        if CapacityType.ON_DEMAND in allowed
+        else None
+    )
     if spot is None and od is None:
         if current is not None:
             return None
@@ -127,12 +135,16 @@ def _choice(
         ran = _hours(snap.now - current.started_at)
         changeover_left = max(0.0, snap.restart_hours - ran)
     window = _hours(job.deadline_at - job.submitted_at) if job.deadline_at else 0.0
-    total_work = max(job.spec.estimated_hours or 0.0, job.remaining_hours)
+    # The work is counted in hours of the on-demand fallback's GPU: that is what the deadline
+    # must leave room for.
+    total_work = max(job.spec.estimated_hours or 0.0, job.remaining_hours) * od.pace
     pool = pool or spot
-    spot_price = pool.price_per_hour if pool is not None else od.price_per_hour
+    spot_pace = pool.pace / od.pace if pool is not None else 1.0
+    # per hour of work: a slower spot GPU saves less than its price says
+    spot_price = pool.price_per_hour * spot_pace if pool is not None else od.price_per_hour
     view = SlackView(
         hours_left=hours_left,
-        work_left=job.remaining_hours,
+        work_left=work_hours(job, od),
         on=on,
         changeover_left=changeover_left,
         spot_available=spot is not None,
@@ -144,6 +156,7 @@ def _choice(
         price_ratio=od.price_per_hour / spot_price if spot_price > 0 else 1.0,
         spot_outage_hours=pool.risk.mtta_hours if pool is not None else 0.0,
         on_hours=ran,
+        spot_pace=spot_pace,
     )
     return choose(view)
 

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.placement.options import Option, interval
+from api.placement.options import Option, interval, work_hours
 from api.placement.slack import Choice, SlackView, choose, reserve
 from api.placement.snapshot import JobState
 
@@ -119,9 +119,8 @@ def quote(
 
     `step_hours` is decide()'s reaction time (Snapshot.step_hours), which its safety net and
     reserve allow for; None: the quote's own resolution."""
-    work = job.remaining_hours
     if reserved is not None:
-        hours = work + restart_hours
+        hours = work_hours(job, reserved) + restart_hours
         meet = 1.0 if hours_left is None or hours <= hours_left else 0.0
         return Quote(0.0, 0.0, hours, meet, 0.0, 0.0)
     if spot is None and on_demand is None:
@@ -157,6 +156,10 @@ class _Sim:
         step_hours: float | None,
     ) -> None:
         self.job, self.spot, self.od, self.restart = job, spot, od, restart
+        # Work is counted in hours of the on-demand GPU (decide()'s unit, policy._choice), or of
+        # the spot GPU when there is no on-demand; spot takes spot_pace hours per hour of it.
+        unit = od.pace if od is not None else (spot.pace if spot is not None else 1.0)
+        self.spot_pace = spot.pace / unit if spot is not None else 1.0
         self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
         self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
         self.ckpt = job.checkpoint_cost_seconds / 3600.0
@@ -167,11 +170,9 @@ class _Sim:
         self.outage = spot.risk.mtta_hours if spot is not None else 0.0  # decide()'s, as is
         self.up = Runs.fit(self.lifetime, spot.up_cv if spot is not None else 1.0)
         self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
-        self.total_work = job.remaining_hours
+        self.total_work = job.remaining_hours * unit
         self.left = hours_left
-        horizon = (
-            hours_left if hours_left is not None else max(24.0 * 30, 20.0 * job.remaining_hours)
-        )
+        horizon = hours_left if hours_left is not None else max(24.0 * 30, 20.0 * self.total_work)
         self.horizon = horizon
         self.stride = max(horizon / STEPS, 1.0 / 60.0)
         self.g = step_hours if step_hours is not None else self.stride
@@ -179,13 +180,13 @@ class _Sim:
         # them (policy._choice), so a job quoted after it started is judged as decide() will.
         if hours_left is not None and job.deadline_at is not None:
             self.window = (job.deadline_at - job.submitted_at).total_seconds() / 3600.0
-            total = max(job.spec.estimated_hours or 0.0, job.remaining_hours)
+            total = max(job.spec.estimated_hours or 0.0, job.remaining_hours) * unit
             self.initial_slack = self.window - total - restart
         else:
             self.window = hours_left or 0.0
-            self.initial_slack = (hours_left or 0.0) - job.remaining_hours - restart
+            self.initial_slack = (hours_left or 0.0) - self.total_work - restart
         self.ratio = (
-            (od.price_per_hour / spot.price_per_hour)
+            (od.price_per_hour / (spot.price_per_hour * self.spot_pace))
             if spot and od and spot.price_per_hour
             else 1.0
         )
@@ -227,9 +228,10 @@ class _Sim:
             steady = (on is Choice.SPOT and available) or (on is Choice.ON_DEMAND and not available)
             tau = self.spot_tau if on is Choice.SPOT else self.od_tau
             overhead = 1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0)
+            pace = self.spot_pace if on is Choice.SPOT else 1.0  # wall hours per hour of work
             if steady:
                 # A pool that never changes: run to the finish at once.
-                step = min(until_flip, changeover + work * overhead + 1.0)
+                step = min(until_flip, changeover + work * overhead * pace + 1.0)
             elif on is Choice.WAIT and view is not None:
                 # Wait exactly up to the reserve: slack falls an hour per hour waited while
                 # the reserve falls slower, so this step never passes the point to leave.
@@ -247,9 +249,9 @@ class _Sim:
                     spot_hours += run
                 setup = min(changeover, run)
                 changeover -= setup
-                useful = (run - setup) / overhead
+                useful = (run - setup) / overhead / pace
                 if useful >= work:
-                    extra = run - (setup + work * overhead)
+                    extra = run - (setup + work * overhead * pace)
                     cost -= extra * price
                     billed -= extra
                     if on is Choice.SPOT:
@@ -258,8 +260,11 @@ class _Sim:
                     work = 0.0
                     break
                 work -= useful
+                ran_useful = useful * pace  # wall hours since the last checkpoint
                 since_ckpt = (
-                    (since_ckpt + useful) % tau if math.isfinite(tau) else since_ckpt + useful
+                    (since_ckpt + ran_useful) % tau
+                    if math.isfinite(tau)
+                    else since_ckpt + ran_useful
                 )
             t += step
             until_flip -= step
@@ -272,7 +277,7 @@ class _Sim:
                     if on is Choice.SPOT:
                         # Preempted: the work since the last checkpoint is lost (only the save
                         # itself when the trainer checkpoints on the notice).
-                        lost = self.ckpt if self.notice else since_ckpt
+                        lost = (self.ckpt if self.notice else since_ckpt) / self.spot_pace
                         work = min(self.total_work, work + lost)
                         since_ckpt = 0.0
                         on = Choice.WAIT
@@ -299,6 +304,7 @@ class _Sim:
             price_ratio=self.ratio,
             spot_outage_hours=self.outage,
             on_hours=ran,
+            spot_pace=self.spot_pace,
         )
 
     def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:

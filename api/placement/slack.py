@@ -7,8 +7,11 @@ first and then gets stuck on on-demand until the end, unable to use spot that re
 
 This rule spends slack waiting for spot down to a reserve derived from the job's own quantities
 (no fitted constants): remaining work w, restart (changeover) time d, the pool's learned spot
-lifetime L and mean outage M, and the price ratio k = on-demand / spot.
-- Outages to come: the rest of the work on spot would be preempted about n = w / L times.
+lifetime L and mean outage M, and the price ratio k = on-demand / spot per hour of work.
+Work is counted in hours of the on-demand fallback's GPU; a spot GPU of another model takes
+`spot_pace` times as long (api.pricing.gpu_speed).
+- Outages to come: the rest of the work on spot would be preempted about n = w / L times
+  (w in spot hours).
 - If the slack could wait out all of them (slack >= n (M + d)), nothing is kept: wait for spot.
 - Otherwise reserve = d n: riding out an outage on on-demand costs one restart more than waiting
   for spot to return (onto on-demand; the restart back onto spot is spent either way), so d n is
@@ -54,6 +57,9 @@ class SlackView:
     # expected wait for spot to come back once it is gone; inf: unknown (never assume it short)
     spot_outage_hours: float = math.inf
     on_hours: float = math.inf  # how long the current attempt has run
+    # Spot hours per hour of work_left, which counts hours of the on-demand fallback's GPU:
+    # 2.0 when the spot GPU is half as fast.
+    spot_pace: float = 1.0
 
 
 def reserve(v: SlackView) -> float:
@@ -64,7 +70,7 @@ def reserve(v: SlackView) -> float:
     uniform = max(0.0, v.initial_slack) * share
     if math.isinf(v.spot_lifetime_hours):
         return 0.0
-    outages = v.work_left / v.spot_lifetime_hours
+    outages = v.work_left * v.spot_pace / v.spot_lifetime_hours
     slack = v.hours_left - v.work_left - v.restart_hours
     if slack >= outages * (v.spot_outage_hours + v.restart_hours):
         return 0.0  # enough to wait out every outage to come: nothing to keep on-demand for
@@ -96,7 +102,7 @@ def _worth_trying(v: SlackView) -> bool:
     the on-demand restart a failed launch costs, in spot-price units:
     p (L (k - 1) - d (1 + k)) > (1 - p) d k."""
     p, k, d = _spot_back(v), v.price_ratio, v.restart_hours
-    life = min(v.spot_lifetime_hours, v.work_left)
+    life = min(v.spot_lifetime_hours, v.work_left * v.spot_pace)
     return p * (life * (k - 1.0) - d * (1.0 + k)) > (1.0 - p) * d * k
 
 
@@ -112,7 +118,7 @@ def choose(v: SlackView) -> Choice:
             return Choice.SPOT
         return Choice.ON_DEMAND
     progressing = v.on is Choice.SPOT and v.spot_available and v.changeover_left <= 0
-    if left - g < work - (g if progressing else 0.0) + d:  # safety net
+    if left - g < work - (g / v.spot_pace if progressing else 0.0) + d:  # safety net
         return Choice.ON_DEMAND
     if v.spot_available:
         if v.on is Choice.SPOT:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from api.pricing.cost_model import CHECKPOINT_COST_SECONDS, RESTART_HOURS
+from api.pricing.gpu_speed import pace, reference_gpu
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from gpujobs.spec import CapacityType, JobSpec
@@ -31,14 +32,17 @@ class JobState:
     spec: JobSpec
     submitted_at: datetime
     deadline_at: datetime | None
-    remaining_hours: float  # uninterrupted run time left on the requested resources
+    # uninterrupted run time left on the spec's reference GPU (gpu_speed.reference_gpu): an
+    # option of another model takes Option.pace times as long
+    remaining_hours: float
     state: Literal["pending", "running"] = "pending"
     current: Current | None = None  # set for a running job
     preemptions: int = 0
     restarts: int = 0
     team_name: str | None = None  # for messages; `team` is the id
     checkpoint_cost_seconds: float = CHECKPOINT_COST_SECONDS  # measured stall, when known
-    step_seconds: float | None = None  # one optimizer step, when known (every_steps -> seconds)
+    # one optimizer step on the reference GPU, when known (every_steps -> seconds)
+    step_seconds: float | None = None
     # Spot offers (keys) that preempted this job before its first checkpoint: backed off for it.
     avoid: frozenset[str] = frozenset()
     spot_strikes: int = 0  # such preemptions in a row, wherever: SPOT_STRIKES stops spot for it
@@ -78,6 +82,8 @@ class Snapshot:
     rates: Mapping[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
     restart_hours: float = RESTART_HOURS  # provisioning + restore delay of a new attempt
     step_hours: float = 1.0 / 60.0  # time until the next decide(): the policy's reaction time
+    # lower-cased GPU model -> training speed (api.pricing.gpu_speed); empty: every model alike
+    gpu_speeds: Mapping[str, float] = field(default_factory=dict)
 
 
 def samples_per_step(spec: JobSpec) -> int:
@@ -88,12 +94,28 @@ def samples_per_step(spec: JobSpec) -> int:
     return trainer.batch_size * trainer.grad_accum_steps * world_size
 
 
-def step_seconds(spec: JobSpec, progress: Mapping[str, Any] | None = None) -> float | None:
-    """One optimizer step: measured once the trainer reports, else the spec's estimate / steps."""
+def measured_pace(
+    spec: JobSpec, progress: Mapping[str, Any] | None, speeds: Mapping[str, float]
+) -> float:
+    """Hours on the spec's reference GPU per hour on the GPU its reported rate was measured on
+    (`progress["gpu_model"]`, the reporting attempt's, recorded by the server)."""
+    measured_on = (progress or {}).get("gpu_model")
+    if not isinstance(measured_on, str):
+        return 1.0
+    return pace(speeds, measured_on=measured_on, runs_on=reference_gpu(spec))
+
+
+def step_seconds(
+    spec: JobSpec,
+    progress: Mapping[str, Any] | None = None,
+    speeds: Mapping[str, float] | None = None,
+) -> float | None:
+    """One optimizer step on the reference GPU: measured once the trainer reports (converted
+    from the GPU it ran on), else the spec's estimate / steps."""
     progress = progress or {}
     rate = progress.get("samples_per_s")
     if rate and rate > 0:
-        return float(samples_per_step(spec) / rate)
+        return float(samples_per_step(spec) / rate) * measured_pace(spec, progress, speeds or {})
     total = progress.get("total_steps") or spec.trainer.steps
     if total and spec.estimated_hours:
         return float(spec.estimated_hours * 3600.0 / total)

@@ -14,6 +14,7 @@ from api.placement import repository
 from api.placement.learning import PoolHistory, pool_history
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.catalog import Catalog
+from api.pricing.gpu_speed import normalized
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from api.reservations.repository import with_usage
@@ -87,6 +88,7 @@ def build(
     spot_available: bool | None,
     restart_hours: float,
     step_hours: float,
+    gpu_speeds: Mapping[str, float] | None = None,
 ) -> Snapshot:
     regions = {offer.zone: offer.region for offer in catalog.offers}
     clouds = {offer.zone: offer.cloud for offer in catalog.offers}
@@ -101,6 +103,7 @@ def build(
         rates=learned_rates(histories, priors=priors, regions=regions, clouds=clouds),
         restart_hours=restart_hours,
         step_hours=step_hours,
+        gpu_speeds=normalized(gpu_speeds),
     )
 
 
@@ -116,6 +119,7 @@ def snapshot(
     step_hours: float,
     spot_available: bool | None = None,
     reservations: Sequence[Reservation] | None = None,
+    gpu_speeds: Mapping[str, float] | None = None,
 ) -> Snapshot:
     """The scheduler's view of the world now, read from the database."""
     return build(
@@ -130,4 +134,5 @@ def snapshot(
         spot_available=spot_available,
         restart_hours=restart_hours,
         step_hours=step_hours,
+        gpu_speeds=gpu_speeds,
     )

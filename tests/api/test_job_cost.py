@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.auth import issue_token
 from api.database import transaction
 from api.models import Job, JobAttempt, utcnow
 from api.money import cost_microusd
@@ -121,3 +122,28 @@ def test_listing_costs_one_query_however_many_jobs(
         if i == 0:
             one = list_statements()
     assert one > 0 and list_statements() == one
+
+
+def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    """The scheduler converts a measured rate between GPU models (api.pricing.gpu_speed), so it
+    must know the model: the reporting attempt's, which the trainer cannot name itself."""
+    job_id = client.post("/v1/jobs", json=job_body("rate"), headers=auth).json()["id"]
+    _place(
+        session_factory, job_id, 1, zone="use1-az4", capacity_type="spot", price_per_hour=0.41,
+        started_at=utcnow(),
+    )  # fmt: skip
+    with transaction(session_factory) as session:
+        row = session.get(Job, job_id)
+        assert row is not None
+        job_token = issue_token(session, team_id=row.team_id, job_id=row.id)
+    url = f"/v1/jobs/{job_id}/progress"
+    headers = {"Authorization": f"Bearer {job_token}"}
+    report = {"step": 3, "total_steps": 10, "samples_per_s": 12.5}
+    assert client.post(url, json=report, headers=headers).status_code == 200
+    shown = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
+    assert shown["progress"]["gpu_model"] == "A10G"
+    claimed = client.post(url, json=report | {"gpu_model": "H100"}, headers=headers)
+    assert claimed.status_code == 422, claimed.text
+    assert "gpu_model" in claimed.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
+from api.pricing.gpu_speed import DEFAULT_SPEEDS
 from api.settings import Settings
 
 
@@ -27,3 +28,17 @@ def test_the_operators_restart_time_wins_on_either_launcher(
     monkeypatch.setenv("GPUJOBS_RESTART_HOURS", str(RESTART_HOURS))
     assert Settings(launcher="local").restart_hours == RESTART_HOURS
     assert Settings(launcher="kubernetes", restart_hours=0.05).restart_hours == 0.05
+
+
+def test_gpu_speeds_are_the_table_on_kubernetes_and_alike_locally(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Local processes run on this machine's CPU whatever offer they are placed on."""
+    monkeypatch.delenv("GPUJOBS_GPU_SPEEDS", raising=False)
+    assert Settings(launcher="local").gpu_speeds == {}
+    assert Settings(launcher="kubernetes").gpu_speeds == DEFAULT_SPEEDS
+    monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"A100": 1, "H100": 2.6}')
+    assert Settings(launcher="local").gpu_speeds == {"A100": 1.0, "H100": 2.6}
+    monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"H100": 0}')
+    with pytest.raises(ValueError, match="H100"):
+        Settings(launcher="kubernetes")

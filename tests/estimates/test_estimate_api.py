@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
@@ -205,3 +206,34 @@ def test_a_checkpoint_the_team_measured_before_prices_the_next_quote(
     }
     assert quoted(bigger, auth) > 4  # another model: nothing measured
     assert quoted(body, other_auth) > 4  # another team learns nothing from this one's jobs
+
+
+def test_each_plans_hours_follow_the_speed_of_its_gpu(
+    client: TestClient,
+    auth: dict[str, str],
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+) -> None:
+    # examples/gpt-small.yaml: 2 h on an A100, the first of [A100, H100, L4]. Every plan was
+    # priced at 2 h, so the L4 (about a quarter of an A100's speed) looked the cheapest.
+    body = yaml.safe_load((EXAMPLES / "gpt-small.yaml").read_text())
+    body["capacity"] = {"types": ["on_demand"]}
+    speeds = {"A100": 1.0, "H100": 2.0, "L4": 0.25}
+    tabled = settings.model_copy(update={"gpu_speeds": speeds})
+    app = create_app(tabled, session_factory=session_factory, nudge=lambda task, job: None)
+    with TestClient(app) as tabled_client:
+        response = tabled_client.post(URL, json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    plans = response.json()["plans"]
+    hours = {
+        p["gpu_model"]: p["expected_cost"] / p["price_per_hour"] - settings.restart_hours
+        for p in plans
+    }
+    assert set(hours) == set(speeds)
+    for model, speed in speeds.items():
+        assert hours[model] == pytest.approx(2.0 / speed, rel=0.02), model
+    # The local launcher's processes run on this machine's CPU whatever the offer: alike.
+    local = client.post(URL, json=body, headers=auth).json()["plans"]
+    assert {round(p["expected_cost"] / p["price_per_hour"], 2) for p in local} == {
+        round(2.0 + settings.restart_hours, 2)
+    }

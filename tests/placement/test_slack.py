@@ -65,3 +65,11 @@ def test_on_demand_tries_spot_again_only_once_the_pool_is_likely_back() -> None:
     v = view(on=Choice.ON_DEMAND, spot_available=True, hours_left=45.0, work_left=30.0)
     assert choose(replace(v, on_hours=0.05)) is Choice.ON_DEMAND
     assert choose(replace(v, on_hours=3.0)) is Choice.SPOT
+
+
+def test_a_slower_spot_gpu_progresses_less_work_per_step_in_the_safety_net() -> None:
+    # Work counts hours of the on-demand GPU: a step on spot twice as slow does half a step of
+    # it, so the net moves to on-demand one step sooner than at the same pace.
+    v = view(on=Choice.SPOT, spot_available=True, work_left=5.0, hours_left=5.24, step_hours=0.1)
+    assert choose(v) is Choice.SPOT
+    assert choose(replace(v, spot_pace=2.0)) is Choice.ON_DEMAND

@@ -6,6 +6,7 @@ import pytest
 
 from api.models import Job
 from api.placement.snapshot import step_seconds
+from api.pricing.gpu_speed import normalized
 from gpujobs.spec import JobSpec
 from worker.snapshot import remaining_hours
 
@@ -27,3 +28,22 @@ def test_work_left_counts_the_samples_of_every_rank() -> None:
     job = Job(progress=progress, resume_from_step=400)
     assert remaining_hours(job, spec) == pytest.approx(600 / 10 / 3600)
     assert step_seconds(spec, progress) == pytest.approx(0.1)
+
+
+def test_a_rate_measured_on_one_gpu_is_work_in_hours_of_the_reference_gpu() -> None:
+    """The rate an H100 attempt reported is half the hours on the A100 the spec was sized on
+    (the first model it names); with every model alike (the local launcher) it is as measured."""
+    spec = JobSpec.model_validate(
+        {
+            "name": "mixed",
+            "trainer": {"steps": 1000, "batch_size": 10},
+            "resources": {"gpu_models": ["A100", "H100"]},
+            "estimated_hours": 1,
+        }
+    )
+    progress = {"step": 100, "total_steps": 1000, "samples_per_s": 100.0, "gpu_model": "H100"}
+    job = Job(progress=progress, resume_from_step=100)
+    speeds = normalized({"A100": 1.0, "H100": 2.0})
+    assert remaining_hours(job, spec, speeds) == pytest.approx(2 * 900 / 10 / 3600)
+    assert step_seconds(spec, progress, speeds) == pytest.approx(0.2)
+    assert remaining_hours(job, spec, {}) == pytest.approx(900 / 10 / 3600)
