@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
-from api.pricing.gpu_speed import DEFAULT_SPEEDS
+from api.pricing.gpu_speed import DEFAULT_SPEEDS, over_the_table
 from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
@@ -100,9 +100,10 @@ class Settings(BaseSettings):
     gpu_speeds: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_SPEEDS),
         description="Training speed of each GPU model relative to an A100 (JSON object), which "
-        "converts a job's hours between the GPU models it allows; unset: a rough default "
-        "(api.pricing.gpu_speed) on Kubernetes, every model alike with the local launcher "
-        "(its processes run on this machine whatever offer they are placed on).",
+        "converts a job's hours between the GPU models it allows; what is set here replaces "
+        "those models' figures in a rough default table (api.pricing.gpu_speed); unset: that "
+        "table on Kubernetes, every model alike with the local launcher (its processes run on "
+        "this machine whatever offer they are placed on).",
     )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
@@ -229,11 +230,13 @@ class Settings(BaseSettings):
 
     @field_validator("gpu_speeds")
     @classmethod
-    def _positive_speeds(cls, value: dict[str, float]) -> dict[str, float]:
+    def _over_the_table(cls, value: dict[str, float]) -> dict[str, float]:
         bad = [model for model, speed in value.items() if not speed > 0 or speed == float("inf")]
         if bad:
             raise ValueError(f"GPU speeds must be positive and finite: {', '.join(bad)}")
-        return value
+        # The models not named keep the table's figure: counted as fast as an A100, an L4 left
+        # out would be priced at four times its speed.
+        return over_the_table(value)
 
     @model_validator(mode="after")
     def _check_k8s_capacity(self) -> Settings:

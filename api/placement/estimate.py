@@ -94,9 +94,10 @@ def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py)."""
     allowed = set(job.spec.capacity.types)
     hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
-    reserved = None
-    if CapacityType.RESERVED in allowed:  # decide() takes a free slot first
-        reserved = first(market.reserved(job, {r.id: r.free for r in snap.reservations}))
+    # decide() takes a free slot first
+    reserved = market.reservation(
+        job, {r.id: r.free for r in snap.reservations}, hours_left=hours_left
+    )
     spot = None
     if CapacityType.SPOT in allowed:  # the pool it would use now, else the one it waits for
         spot = market.in_time(job, market.spot(job), hours_left=hours_left) or first(
@@ -133,6 +134,11 @@ def _decision_for(decisions: list[Decision], job_id: str) -> Decision:
 def _loses(p: Plan, chosen: Plan | None, decision: Decision) -> str:
     if chosen is None:
         return f"the scheduler would not place the job now: {decision.reason}"
+    if p.p_meet_deadline == 0.0 < chosen.p_meet_deadline:
+        return (
+            f"cannot finish by the deadline on {p.nodes} x {p.offer.gpu_count} "
+            f"{p.offer.gpu_model}: the chosen {chosen.offer.gpu_model} can"
+        )
     if p.capacity_type == chosen.capacity_type:
         more = p.expected_cost - chosen.expected_cost
         if more > 0.005:

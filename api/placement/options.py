@@ -94,20 +94,50 @@ class Market:
         self, job: JobState, considered: Iterator[Considered], *, hours_left: float | None
     ) -> Option | None:
         """The first (cheapest per hour of work) usable option that can still finish the job
-        by its deadline, starting now; when none can, the one that would finish soonest.
-        Without a deadline, or with every GPU model alike, simply the first."""
+        by its deadline, starting now; when none can, the one that would finish soonest. The
+        offer a running job holds comes first and is kept: whether to leave it is the deadline
+        rule's call, which counts the work at that offer's pace. Without a deadline, or with
+        every GPU model alike, simply the first."""
         if hours_left is None or not self.snapshot.gpu_speeds:
             return first(considered)
+        current = job.current if job.state == "running" else None
         soonest: Option | None = None
         for c in considered:
             if c.unusable is not None:
                 continue
             option = c.option
-            if work_hours(job, option) + self.snapshot.restart_hours <= hours_left:
+            held = (
+                current is not None
+                and current.offer_key == option.offer.key
+                and current.capacity_type == option.capacity
+            )
+            if held or work_hours(job, option) + self.snapshot.restart_hours <= hours_left:
                 return option
             if soonest is None or option.pace < soonest.pace:
                 soonest = option
         return soonest
+
+    def reservation(
+        self, job: JobState, free: Mapping[str, int], *, hours_left: float | None
+    ) -> Option | None:
+        """The free reservation decide() takes, prepaid, before anything else: one that can
+        still finish by the deadline; else, for a pending job, the soonest unless on-demand
+        on a faster GPU would meet the deadline that it misses. A running job moves onto one
+        only if the deadline's slack then still covers a step."""
+        if CapacityType.RESERVED not in job.spec.capacity.types:
+            return None
+        option = self.in_time(job, self.reserved(job, free), hours_left=hours_left)
+        if option is None or hours_left is None:
+            return option
+        restart = self.snapshot.restart_hours
+        slack = hours_left - work_hours(job, option) - restart
+        if job.state == "running":
+            return option if slack >= self.snapshot.step_hours else None
+        if slack >= 0 or CapacityType.ON_DEMAND not in job.spec.capacity.types:
+            return option
+        od = self.in_time(job, self.on_demand(job), hours_left=hours_left)
+        meets = od is not None and work_hours(job, od) + restart <= hours_left
+        return None if meets else option
 
     def risk(self, job: JobState, rate: float = 0.0, mtta: float = 0.0) -> Risk:
         return Risk(

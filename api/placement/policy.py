@@ -59,15 +59,11 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     hours_left = _hours(job.deadline_at - snap.now) if job.deadline_at else None
     current = job.current if job.state == "running" else None
 
-    reserved = first(market.reserved(job, rnd.free)) if CapacityType.RESERVED in allowed else None
     if current is not None and current.capacity_type == CapacityType.RESERVED:
         return None  # prepaid and never preempted: nothing is cheaper or safer
+    reserved = market.reservation(job, rnd.free, hours_left=hours_left)
     if reserved is not None:
-        slack_ok = hours_left is None or (
-            hours_left - work_hours(job, reserved) - snap.restart_hours >= snap.step_hours
-        )
-        if current is None or slack_ok:
-            return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
+        return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
 
     spot = (
         market.in_time(job, market.spot(job), hours_left=hours_left)

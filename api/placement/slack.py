@@ -78,11 +78,12 @@ def reserve(v: SlackView) -> float:
 
 
 def _worth_spot(v: SlackView, restarts: int) -> bool:
-    """Expected spot lifetime pays back `restarts` restarts: L > n k d / (k - 1)."""
+    """Expected spot lifetime pays back `restarts` restarts: L > n k d / (k - 1) (a restart on
+    on-demand costs d k, in spot price per hour of work, times the spot pace)."""
     k = v.price_ratio
     if k <= 1.0:
         return False
-    return v.spot_lifetime_hours > restarts * k * v.restart_hours / (k - 1.0)
+    return v.spot_lifetime_hours > restarts * k * v.restart_hours * v.spot_pace / (k - 1.0)
 
 
 def _spot_back(v: SlackView) -> float:
@@ -102,8 +103,9 @@ def _worth_trying(v: SlackView) -> bool:
     the on-demand restart a failed launch costs, in spot-price units:
     p (L (k - 1) - d (1 + k)) > (1 - p) d k."""
     p, k, d = _spot_back(v), v.price_ratio, v.restart_hours
+    od_restart = d * k * v.spot_pace  # in spot price per hour of work
     life = min(v.spot_lifetime_hours, v.work_left * v.spot_pace)
-    return p * (life * (k - 1.0) - d * (1.0 + k)) > (1.0 - p) * d * k
+    return p * (life * (k - 1.0) - d - od_restart) > (1.0 - p) * od_restart
 
 
 def choose(v: SlackView) -> Choice:

@@ -49,6 +49,15 @@ def normalized(speeds: Mapping[str, float] | None) -> dict[str, float]:
     return {model.lower(): float(speed) for model, speed in (speeds or {}).items()}
 
 
+def over_the_table(speeds: Mapping[str, float]) -> dict[str, float]:
+    """The default table with `speeds` in place of its figures (model names match whatever
+    their case)."""
+    merged = {model.lower(): (model, speed) for model, speed in DEFAULT_SPEEDS.items()}
+    for model, speed in speeds.items():
+        merged[model.lower()] = (merged.get(model.lower(), (model, 0.0))[0], float(speed))
+    return dict(merged.values())
+
+
 def reference_gpu(spec: JobSpec) -> str:
     """The GPU model the spec's `estimated_hours` is measured on."""
     models = spec.resources.gpu_models

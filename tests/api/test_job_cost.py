@@ -144,6 +144,3 @@ def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
     assert client.post(url, json=report, headers=headers).status_code == 200
     shown = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
     assert shown["progress"]["gpu_model"] == "A10G"
-    claimed = client.post(url, json=report | {"gpu_model": "H100"}, headers=headers)
-    assert claimed.status_code == 422, claimed.text
-    assert "gpu_model" in claimed.text

@@ -37,8 +37,10 @@ def test_gpu_speeds_are_the_table_on_kubernetes_and_alike_locally(
     monkeypatch.delenv("GPUJOBS_GPU_SPEEDS", raising=False)
     assert Settings(launcher="local").gpu_speeds == {}
     assert Settings(launcher="kubernetes").gpu_speeds == DEFAULT_SPEEDS
-    monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"A100": 1, "H100": 2.6}')
-    assert Settings(launcher="local").gpu_speeds == {"A100": 1.0, "H100": 2.6}
+    # What an operator sets replaces those models' figures; the rest keep the table's (an L4
+    # left out must not count as fast as an A100).
+    monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"h100": 2.6, "MI300X": 2.5}')
+    assert Settings(launcher="local").gpu_speeds == DEFAULT_SPEEDS | {"H100": 2.6, "MI300X": 2.5}
     monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"H100": 0}')
     with pytest.raises(ValueError, match="H100"):
         Settings(launcher="kubernetes")

@@ -3,15 +3,25 @@ option runs on (api.pricing.gpu_speed)."""
 
 from __future__ import annotations
 
-import csv
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.placement import Defer, JobState, Place, Snapshot, decide, estimate
+from api.placement import (
+    Current,
+    Defer,
+    JobState,
+    Migrate,
+    Place,
+    Reservation,
+    Snapshot,
+    decide,
+    estimate,
+)
 from api.placement.estimate import policy_quote
 from api.placement.options import Market
+from api.pricing.catalog import default_catalog
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, normalized
 from api.pricing.offers import Offer
 from api.pricing.preemption import default_priors
@@ -19,7 +29,6 @@ from gpujobs.spec import CapacityType, JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SPEEDS = normalized({"A100": 1.0, "H100": 2.0, "L4": 0.25})
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpu-prices"
 
 
 def offer(model: str, od: float | None, spot: float | None, zone: str = "us-east-1a") -> Offer:
@@ -134,16 +143,56 @@ def test_work_measured_on_a_fast_spot_gpu_is_counted_on_the_slower_fallback() ->
     assert isinstance(d, Defer)
 
 
-def test_the_default_table_names_every_gpu_model_of_the_shipped_catalogs() -> None:
-    models = set()
-    for name, column in (
-        ("aws_gpu_vms.csv", "AcceleratorName"),
-        ("gcp_gpu_vms.csv", "AcceleratorName"),
-    ):
-        path = DATA / name
-        if not path.exists():
-            pytest.skip(f"{path} is not here")
-        with path.open() as f:
-            models |= {row[column] for row in csv.DictReader(f) if row[column]}
+def test_the_default_table_names_every_gpu_model_of_the_shipped_catalog() -> None:
+    models = {o.gpu_model for o in default_catalog().offers}
     assert models and models <= set(DEFAULT_SPEEDS)
     assert all(speed > 0 for speed in DEFAULT_SPEEDS.values())
+
+
+def test_a_running_job_keeps_its_slow_spot_gpu_until_the_net_moves_it() -> None:
+    # On spot L4s with 2 A100-hours left (8 on the L4) and 8.5 h to the deadline: the L4 can
+    # finish, and leaving it would spend a restart. Once the L4's pace (a quarter of the A100's
+    # work a step) leaves too little, it moves to on-demand A100s.
+    l4, a100 = offer("L4", None, 0.2), offer("A100", 3.0, 1.5)
+    since = NOW - timedelta(hours=1)
+
+    def world(hours_left: float) -> Snapshot:
+        j = job(["A100", "L4"], hours=2.0, deadline=hours_left, types=("spot", "on_demand"))
+        running = replace(
+            j,
+            state="running",
+            current=Current(l4.key, CapacityType.SPOT, since),
+            submitted_at=since,
+            deadline_at=NOW + timedelta(hours=hours_left),
+        )
+        return snap([running], [l4, a100], SPEEDS)
+
+    assert decide(world(8.5)) == []
+    g = world(1.0).step_hours
+    # The net: left - g < work - g / 4 + d, the work counted on the A100 fallback, and the
+    # progress of a step on the L4 it holds (not on the spot A100 it could move to) a quarter.
+    (moved,) = decide(world(2.0 + 0.2 + g / 2))
+    assert isinstance(moved, Migrate) and moved.to.plan.offer.gpu_model == "A100"
+
+
+def test_a_free_reservation_too_slow_for_the_deadline_gives_way_to_a_faster_gpu() -> None:
+    slots = Reservation("r-l4", L4.instance_type, L4.zone, count=2, in_use=0, price_per_hour=0.4)
+    j = job(["A100", "L4"], hours=4.0, deadline=10.0, types=("reserved", "on_demand"))
+    d = placed(replace(snap([j], [A100, L4], SPEEDS), reservations=[slots]))
+    assert d.plan.capacity_type == CapacityType.ON_DEMAND and d.plan.offer.gpu_model == "A100"
+    # With room for the L4's 16 hours, the prepaid slot.
+    roomy = job(["A100", "L4"], hours=4.0, deadline=20.0, types=("reserved", "on_demand"))
+    d = placed(replace(snap([roomy], [A100, L4], SPEEDS), reservations=[slots]))
+    assert d.plan.reservation_id == "r-l4"
+    # When nothing can meet it anyway, prepaid beats paying for a miss.
+    hopeless = job(["A100", "L4"], hours=4.0, deadline=3.0, types=("reserved", "on_demand"))
+    d = placed(replace(snap([hopeless], [A100, L4], SPEEDS), reservations=[slots]))
+    assert d.plan.reservation_id == "r-l4"
+
+
+def test_the_estimate_says_a_cheaper_slow_plan_cannot_meet_the_deadline() -> None:
+    j = job(["A100", "L4"], hours=4.0, deadline=10.0)
+    est = estimate(snap([], [A100, L4], SPEEDS), j)
+    l4 = next(w for w in est.plans if w.plan.offer.gpu_model == "L4")
+    assert l4.plan.expected_cost < next(w for w in est.plans if w.chosen).plan.expected_cost
+    assert "cannot finish by the deadline" in l4.why and "L4" in l4.why
