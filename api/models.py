@@ -112,6 +112,8 @@ class Job(Base):
         Index("ix_jobs_team_id_id", "team_id", "id"),
         # The team's latest job of a trainer: what its checkpoint costs (api.placement.checkpoints).
         Index("ix_jobs_team_checkpoint_key", "team_id", "checkpoint_key", "created_at"),
+        # The team's jobs of a trainer: the rates they measured per GPU (api.placement.throughput).
+        Index("ix_jobs_team_throughput_key", "team_id", "throughput_key", "created_at"),
         # A name is unique among a team's unfinished jobs: the database says so, so concurrent
         # submits need no lock to find out (migration 0006).
         Index(
@@ -161,6 +163,8 @@ class Job(Base):
     # which must not erase what the job measured before.
     checkpoint_key: Mapped[str | None] = mapped_column(String(64), default=None)
     checkpoint_stall_s: Mapped[float | None] = mapped_column(Float, default=None)
+    # What sets its trainer's rate on a given GPU (api.placement.throughput).
+    throughput_key: Mapped[str | None] = mapped_column(String(64), default=None)
 
     team: Mapped[Team] = relationship(lazy="joined")
 
@@ -206,6 +210,9 @@ class JobAttempt(Base):
     resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
     end_step: Mapped[int | None] = mapped_column(Integer, default=None)
     steps_lost: Mapped[int | None] = mapped_column(Integer, default=None)
+    # The rate its trainer last reported (samples a second over all ranks) on this GPU model,
+    # written while the attempt is open (api.placement.throughput).
+    samples_per_s: Mapped[float | None] = mapped_column(Float, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     @classmethod

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 from api.jobs import repository as jobs
 from api.models import Job, JobAttempt
 from api.placement import repository as placement_repository
+from api.placement.throughput import several_models
 from gpujobs.resources import JobStatus
 
 
@@ -130,3 +132,20 @@ def learned_checkpoint_costs(session: Session, jobs: Iterable[Job]) -> dict[str,
     }
     costs = placement_repository.learned_checkpoint_costs(session, keys=keys.values())
     return {job_id: costs[key] for job_id, key in keys.items() if key in costs}
+
+
+def learned_gpu_rates(session: Session, jobs: Iterable[Job]) -> dict[str, dict[str, float]]:
+    """Per job id: the rate its team's attempts of the same trainer measured on each GPU model
+    (api.placement.throughput), for the jobs that may run on more than one model."""
+    keys = {
+        job.id: (job.team_id, job.throughput_key)
+        for job in jobs
+        if job.throughput_key and several_models(_gpu_models(job.spec))
+    }
+    rates = placement_repository.learned_gpu_rates(session, keys=keys.values())
+    return {job_id: rates[key] for job_id, key in keys.items() if key in rates}
+
+
+def _gpu_models(spec: Mapping[str, Any]) -> object:
+    resources = spec.get("resources") if isinstance(spec, Mapping) else None
+    return resources.get("gpu_models") if isinstance(resources, Mapping) else None

@@ -20,6 +20,7 @@ from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.snapshot import JobState
 from api.pricing.gpu_speed import normalized
 from gpujobs.resources import JobStatus
 from worker import repository as repo
@@ -71,16 +72,24 @@ def _decide_and_apply(
     with read_session(cp.factory) as session:
         claimed = repo.jobs_by_ids(session, ids=ids)
         open_rows = repo.open_attempts(session, job_status=JobStatus.RUNNING)
-        learned = repo.learned_checkpoint_costs(session, [*claimed, *(j for j, _ in open_rows)])
+        rows = [*claimed, *(j for j, _ in open_rows)]
+        learned = repo.learned_checkpoint_costs(session, rows)
         speeds = normalized(cp.settings.gpu_speeds)
+        rates = repo.learned_gpu_rates(session, rows) if speeds else {}
+
+        def state(job: Job, attempt: JobAttempt | None = None) -> JobState:
+            return snapshots.job_state(
+                job,
+                attempt,
+                learned_checkpoint_cost=learned.get(job.id),
+                speeds=speeds,
+                measured_rates=rates.get(job.id),
+            )
+
         pending = []
         for job in claimed:
             try:
-                pending.append(
-                    snapshots.job_state(
-                        job, learned_checkpoint_cost=learned.get(job.id), speeds=speeds
-                    )
-                )
+                pending.append(state(job))
             except Exception:  # one unreadable job must not stop scheduling for everyone
                 log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
         strikes = repo.preempted_before_checkpoint(session, job_ids=[j.id for j in pending])
@@ -90,10 +99,7 @@ def _decide_and_apply(
             else j
             for j in pending
         ]
-        running = [
-            snapshots.job_state(j, a, learned_checkpoint_cost=learned.get(j.id), speeds=speeds)
-            for j, a in open_rows
-        ]
+        running = [state(j, a) for j, a in open_rows]
         if not pending and not running:
             return
         teams = sorted({job.team for job in [*pending, *running]})

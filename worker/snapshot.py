@@ -14,6 +14,7 @@ from api.placement.snapshot import (
     samples_per_step,
     step_seconds,
 )
+from api.placement.throughput import job_speeds
 from gpujobs.spec import JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
@@ -47,11 +48,16 @@ def job_state(
     *,
     learned_checkpoint_cost: float | None = None,
     speeds: Mapping[str, float] | None = None,
+    measured_rates: Mapping[str, float] | None = None,
 ) -> JobState:
     """`learned_checkpoint_cost`: what the team's earlier job of the same trainer measured of a
     checkpoint, used until this job's trainer has measured its own; `speeds`: the snapshot's
-    GPU speeds, which convert a rate measured on one GPU model to the spec's reference."""
+    GPU speeds, which convert a rate measured on one GPU model to the spec's reference;
+    `measured_rates`: what the team's attempts of the same trainer measured on each model
+    (api.placement.throughput), which replace the table's figures for this job."""
     spec = JobSpec.from_stored(job.spec)
+    own = job_speeds(speeds or {}, measured_rates) if measured_rates else None
+    speeds = own or speeds
     current = None
     if attempt is not None:
         placement = attempt.placement
@@ -77,4 +83,5 @@ def job_state(
         step_seconds=step_seconds(spec, job.progress, speeds),
         quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
         budget_held=job.holds_budget,
+        gpu_speeds=own,
     )

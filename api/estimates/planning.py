@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 from api.errors import InvalidRequest
 from api.placement import Estimate, estimate, world
 from api.placement.checkpoints import checkpoint_cost, checkpoint_key
-from api.placement.repository import learned_checkpoint_costs
+from api.placement.repository import learned_checkpoint_costs, learned_gpu_rates
 from api.placement.snapshot import prospective
+from api.placement.throughput import job_speeds, several_models, throughput_key
 from api.pricing.catalog import Catalog
 from api.pricing.gpu_speed import normalized
 from api.pricing.preemption import Priors
@@ -50,12 +51,18 @@ def weigh(
     require_estimate(spec)
     key = (team_id, checkpoint_key(spec))
     learned = learned_checkpoint_costs(session, keys=[key]).get(key)
+    speeds = normalized(settings.gpu_speeds)
+    rates = None
+    if speeds and several_models(spec.resources.gpu_models):
+        fast = (team_id, throughput_key(spec))
+        rates = learned_gpu_rates(session, keys=[fast]).get(fast)
     job = prospective(
         spec,
         team=team_id,
         team_name=team_name,
         now=now,
         checkpoint_cost_seconds=checkpoint_cost(None, learned),  # nothing measured of its own
+        gpu_speeds=job_speeds(speeds, rates) if rates else None,
     )
     snapshot = world.snapshot(
         session,
@@ -66,6 +73,6 @@ def weigh(
         budgets={team_id: remaining_budget},
         restart_hours=settings.restart_hours,
         step_hours=settings.schedule_interval_s / 3600.0,
-        gpu_speeds=normalized(settings.gpu_speeds),
+        gpu_speeds=speeds,
     )
     return estimate(snapshot, job, limit=limit)

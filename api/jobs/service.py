@@ -21,6 +21,7 @@ from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.checkpoints import checkpoint_key
+from api.placement.throughput import throughput_key
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -101,6 +102,7 @@ def submit(
         quote_p_meet=admitted.quote_p_meet,
         holds_budget=admitted.holds_budget,
         checkpoint_key=checkpoint_key(spec),
+        throughput_key=throughput_key(spec),
     )
     # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
     # unfinished name per team, and the losers find out which. The index is also the only name
@@ -303,6 +305,8 @@ def report_progress(
     # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
     # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
     progress["gpu_model"] = latest.gpu_model if latest is not None else None
+    if current is not None and report.samples_per_s:
+        current.samples_per_s = report.samples_per_s
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s

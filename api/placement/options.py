@@ -25,7 +25,7 @@ from api.pricing.cost_model import (
     evaluate,
     loss_fraction,
 )
-from api.pricing.gpu_speed import pace, reference_gpu
+from api.pricing.gpu_speed import pace, reference_gpu, speed_of
 from api.pricing.offers import Offer
 from api.pricing.preemption import default_priors
 from gpujobs.spec import CapacityType
@@ -85,10 +85,12 @@ class Market:
             found = self._by_job[job.id] = self.index.candidates(job.spec.resources)
         return found
 
+    def speeds(self, job: JobState) -> Mapping[str, float]:
+        """The job's GPU speeds: what its team measured, else the snapshot's table."""
+        return job.gpu_speeds if job.gpu_speeds is not None else self.snapshot.gpu_speeds
+
     def pace(self, job: JobState, offer: Offer) -> float:
-        return pace(
-            self.snapshot.gpu_speeds, measured_on=reference_gpu(job.spec), runs_on=offer.gpu_model
-        )
+        return pace(self.speeds(job), measured_on=reference_gpu(job.spec), runs_on=offer.gpu_model)
 
     def in_time(
         self, job: JobState, considered: Iterator[Considered], *, hours_left: float | None
@@ -175,6 +177,10 @@ class Market:
         held = current.offer_key if current and current.capacity_type == CapacityType.SPOT else None
         on_demand_allowed = CapacityType.ON_DEMAND in job.spec.capacity.types
         spot: Iterable[SpotCandidate] = self.candidates(job).iter_spot()
+        own = job.gpu_speeds
+        if own is not None:
+            # The index ranks by the table's speeds; this job's own measure ranks it anew.
+            spot = sorted(spot, key=lambda c: c.effective_price / speed_of(own, c.offer.gpu_model))
         if held is not None:
             # Staying where it runs avoids a restart: the current offer first.
             spot = sorted(spot, key=lambda c: c.offer.key != held)
@@ -219,7 +225,13 @@ class Market:
                     pace=self.pace(job, offer),
                 )
                 yield Considered(option)
-        for offer in self.candidates(job).iter_on_demand():
+        own = job.gpu_speeds
+        offers: Iterable[Offer] = self.candidates(job).iter_on_demand()
+        if own is not None:
+            offers = sorted(
+                offers, key=lambda o: (o.on_demand_price or 0.0) / speed_of(own, o.gpu_model)
+            )
+        for offer in offers:
             option = Option(
                 offer,
                 CapacityType.ON_DEMAND,

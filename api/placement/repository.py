@@ -1,5 +1,5 @@
 """Queries placement needs that no other repository answers: what the service observed of spot,
-and what a team's earlier jobs measured of their checkpoints."""
+and what a team's earlier jobs measured of their checkpoints and of their speed on each GPU."""
 
 from __future__ import annotations
 
@@ -58,4 +58,35 @@ def learned_checkpoint_costs(
         )
         if stall is not None:
             found[(team_id, key)] = stall
+    return found
+
+
+# Attempts read per (team, trainer): the latest rate of each GPU model is among the newest few.
+RATE_ATTEMPTS = 64
+
+
+def learned_gpu_rates(
+    session: Session, *, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (team id, throughput key): the rate (samples a second) the team's newest attempt on
+    each GPU model (lower-cased) measured; absent when none has. One indexed read per key."""
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for team_id, key in sorted(set(keys)):
+        rows = session.execute(
+            select(JobAttempt.gpu_model, JobAttempt.samples_per_s)
+            .join(Job, Job.id == JobAttempt.job_id)
+            .where(
+                Job.team_id == team_id,
+                Job.throughput_key == key,
+                JobAttempt.samples_per_s.is_not(None),
+            )
+            .order_by(JobAttempt.created_at.desc(), JobAttempt.id.desc())
+            .limit(RATE_ATTEMPTS)
+        )
+        rates: dict[str, float] = {}
+        for model, rate in rows:
+            if rate is not None and rate > 0:
+                rates.setdefault(model.lower(), float(rate))
+        if rates:
+            found[(team_id, key)] = rates
     return found

@@ -48,6 +48,9 @@ class JobState:
     spot_strikes: int = 0  # such preemptions in a row, wherever: SPOT_STRIKES stops spot for it
     quote_usd: float | None = None  # the hold of its quote at submit (USD), when quoted
     budget_held: bool = False  # that hold already counts against the team's budget
+    # GPU speeds from what the team's trainer measured (api.placement.throughput), in place of
+    # the snapshot's table for this job; None: the table's
+    gpu_speeds: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +133,11 @@ def prospective(
     now: datetime,
     job_id: str = "estimate",
     checkpoint_cost_seconds: float = CHECKPOINT_COST_SECONDS,
+    gpu_speeds: Mapping[str, float] | None = None,
 ) -> JobState:
     """A spec about to be submitted, as decide() would see it the moment it is;
-    `checkpoint_cost_seconds`: what the team's earlier run of its trainer measured, if one did."""
+    `checkpoint_cost_seconds`: what the team's earlier run of its trainer measured, if one did;
+    `gpu_speeds`: the speeds its team's runs of the trainer measured, if any did."""
     return JobState(
         id=job_id,
         team=team,
@@ -143,4 +148,5 @@ def prospective(
         team_name=team_name,
         checkpoint_cost_seconds=checkpoint_cost_seconds,
         step_seconds=step_seconds(spec),
+        gpu_speeds=gpu_speeds,
     )

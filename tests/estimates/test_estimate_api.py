@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.auth import issue_token
 from api.database import transaction
-from api.models import CapacityOutage, Job
+from api.models import CapacityOutage, Job, JobAttempt
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.settings import Settings
 from tests.budgets.support import ADMIN, add_attempt
@@ -237,3 +237,61 @@ def test_each_plans_hours_follow_the_speed_of_its_gpu(
     assert {round(p["expected_cost"] / p["price_per_hour"], 2) for p in local} == {
         round(2.0 + settings.restart_hours, 2)
     }
+
+
+def test_the_speeds_a_teams_trainer_measured_replace_the_table_for_its_next_quote(
+    auth: dict[str, str],
+    other_auth: dict[str, str],
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+) -> None:
+    """gpt-small ran at 100 samples/s on an A100 and 130 on an H100: 1.3 times, not the table's
+    2. The team's next estimate of the same trainer prices the H100 by that; another team's, and
+    another trainer's, keep the table."""
+    body = yaml.safe_load((EXAMPLES / "gpt-small.yaml").read_text())
+    body["capacity"] = {"types": ["on_demand"]}
+    body["resources"]["regions"] = ["us-west4"]  # every plan among the 20 shown
+    tabled = settings.model_copy(update={"gpu_speeds": {"A100": 1.0, "H100": 2.0, "L4": 0.25}})
+    app = create_app(tabled, session_factory=session_factory, nudge=lambda task, job: None)
+
+    def hours(
+        client: TestClient, spec: dict[str, Any], headers: dict[str, str]
+    ) -> dict[str, float]:
+        response = client.post(URL, json=spec, headers=headers)
+        assert response.status_code == 200, response.text
+        return {
+            p["gpu_model"]: p["expected_cost"] / p["price_per_hour"] - tabled.restart_hours
+            for p in response.json()["plans"]
+        }
+
+    with TestClient(app) as client:
+        assert hours(client, body, auth)["H100"] == pytest.approx(1.0, rel=0.02)
+        job_id = client.post("/v1/jobs", json=body, headers=auth).json()["id"]
+        with transaction(session_factory) as session:
+            row = session.get(Job, job_id)
+            assert row is not None
+            token = issue_token(session, team_id=row.team_id, job_id=row.id)
+        url = f"/v1/jobs/{job_id}/progress"
+        for number, model, rate in ((1, "A100", 100.0), (2, "H100", 130.0)):
+            with transaction(session_factory) as session:
+                for open_attempt in session.query(JobAttempt).filter_by(job_id=job_id):
+                    open_attempt.ended_at = open_attempt.ended_at or datetime.now(UTC)
+                session.add(
+                    JobAttempt(
+                        job_id=job_id, team_id=row.team_id, number=number, cloud="aws",
+                        region="us-east-1", zone="use1-az1", instance_type=f"{model}.x",
+                        gpu_model=model, gpu_count=1, nodes=1, capacity_type="on_demand",
+                        price_per_hour=1.0, on_demand_price_per_hour=1.0,
+                        started_at=datetime.now(UTC),
+                    )
+                )  # fmt: skip
+            report = {"step": 10 * number, "total_steps": 2000, "samples_per_s": rate}
+            sent = client.post(url, json=report, headers={"Authorization": f"Bearer {token}"})
+            assert sent.status_code == 200, sent.text
+
+        learned = hours(client, body, auth)
+        assert learned["A100"] == pytest.approx(2.0, rel=0.02)
+        assert learned["H100"] == pytest.approx(2.0 / 1.3, rel=0.02)
+        assert hours(client, body, other_auth)["H100"] == pytest.approx(1.0, rel=0.02)
+        other_trainer = {**body, "trainer": {**body["trainer"], "amp": "off"}}
+        assert hours(client, other_trainer, auth)["H100"] == pytest.approx(1.0, rel=0.02)

@@ -539,3 +539,43 @@ def test_a_teams_earlier_run_of_the_trainer_prices_the_next_ones_checkpoints(
     assert learned == pytest.approx(max(60.0, priced_by_default * (3 / 30) ** 0.5), rel=1e-6)
     assert attempts(session_factory, other_model)[0].checkpoint_every_seconds == priced_by_default
     assert attempts(session_factory, other_team)[0].checkpoint_every_seconds == priced_by_default
+
+
+def test_the_speeds_a_teams_trainer_measured_choose_between_gpu_models(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """By the table an L4 is a quarter of an A100, so its $0.75 beats the A100's $3.67 per hour
+    of work. This trainer measured 15 samples/s on an L4 and 100 on an A100: the team's next
+    job of it goes to the A100; another team's still goes by the table."""
+    tabled = settings.model_copy(update={"gpu_speeds": {"A100": 1.0, "L4": 0.25}})
+    cp = control_plane(tabled, session_factory)
+    spec = {
+        "resources": {"gpu_models": ["A100", "L4"], "regions": ["us-central1"]},
+        "capacity": {"types": ["on_demand"]},
+    }
+    who = principal(session_factory)
+    first = submit(session_factory, who, **spec)
+    schedule_once(cp)
+    [on_l4] = attempts(session_factory, first)
+    assert on_l4.gpu_model == "L4"
+    with transaction(session_factory) as session:  # as the progress endpoint records them
+        session.execute(
+            update(JobAttempt).where(JobAttempt.id == on_l4.id).values(samples_per_s=15.0)
+        )
+        a100 = {
+            c: getattr(on_l4, c)
+            for c in ("job_id", "team_id", "cloud", "region", "zone", "gpu_count", "nodes")
+        }
+        session.add(
+            JobAttempt(
+                **a100, number=2, instance_type="a2-highgpu-1g", gpu_model="A100",
+                capacity_type="on_demand", price_per_hour=3.67, on_demand_price_per_hour=3.67,
+                samples_per_s=100.0,
+            )
+        )  # fmt: skip
+
+    again = submit(session_factory, who, **spec)
+    other_team = submit(session_factory, principal(session_factory, "team-b"), **spec)
+    schedule_once(cp)
+    assert attempts(session_factory, again)[0].gpu_model == "A100"
+    assert attempts(session_factory, other_team)[0].gpu_model == "L4"

@@ -1,0 +1,60 @@
+"""What a team's trainer measured of its own speed on each GPU model, in place of the table's
+rough figures (api.pricing.gpu_speed).
+
+How much faster an H100 trains than an A100 depends on the model: a small one bound by memory
+bandwidth or the input pipeline gains far less than the datasheet says, a large one in bf16
+gains more. Every attempt keeps the rate its trainer last reported (`job_attempts.samples_per_s`,
+samples a second over all ranks) next to its GPU model. A job's speeds are then what the team's
+attempts of the same trainer measured on each model, the other models scaled from the table by
+how the measured ones compare to it. The key is what sets the rate: the image, the workload and
+its `args`, the per-GPU batch, precision, activation checkpointing, the input pipeline and the
+gang's shape; steps, learning rate and checkpoint cadence do not change it. Only the team's own
+jobs count, so a trainer that reports a false rate moves only its own team's prices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Mapping
+
+from api.pricing.gpu_speed import Speeds
+from gpujobs.spec import JobSpec
+
+
+def throughput_key(spec: JobSpec) -> str:
+    """What decides a trainer's samples a second on a given GPU, hashed."""
+    trainer, resources = spec.trainer, spec.resources
+    what = {
+        "image": spec.image,
+        "workload": trainer.workload,
+        "args": trainer.args,
+        "batch_size": trainer.batch_size,
+        "amp": str(trainer.amp),
+        "grad_checkpointing": trainer.grad_checkpointing,
+        "dataloader": trainer.dataloader.model_dump(mode="json"),
+        "nodes": resources.nodes,
+        "gpus_per_node": resources.gpus_per_node,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def several_models(gpu_models: object) -> bool:
+    """A spec's `resources.gpu_models` (as stored, or parsed) allows any model or more than one:
+    only then do speeds between models matter, and are the team's measures worth a read."""
+    return not isinstance(gpu_models, list) or len(gpu_models) > 1
+
+
+def job_speeds(table: Speeds, measured: Mapping[str, float]) -> Speeds:
+    """The table with what the trainer measured (lower-cased model -> samples a second):
+    measured models at their rate, the rest at the table's speed times the median of measured
+    rate / table speed. An empty table (every model alike, the local launcher) stays empty:
+    there the models are names, and their rates differ only by noise."""
+    if not table:
+        return table
+    known = {model: rate for model, rate in measured.items() if rate > 0 and model in table}
+    if not known:
+        return table
+    scale = statistics.median(rate / table[model] for model, rate in known.items())
+    return {model: known.get(model, speed * scale) for model, speed in table.items()}

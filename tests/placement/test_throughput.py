@@ -1,0 +1,43 @@
+"""A team's trainer's measured rate per GPU model replaces the table's figures for its jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.placement.throughput import job_speeds, several_models, throughput_key
+from gpujobs.spec import JobSpec
+
+TABLE = {"a100": 1.0, "h100": 2.0, "l4": 0.25}
+
+
+def spec(**trainer: Any) -> JobSpec:
+    return JobSpec.model_validate(
+        {"name": "t", "trainer": {"steps": 100, **trainer}, "estimated_hours": 1}
+    )
+
+
+def test_measured_models_take_their_rate_and_the_rest_scale_from_the_table() -> None:
+    speeds = job_speeds(TABLE, {"a100": 100.0, "h100": 130.0})
+    assert speeds["h100"] / speeds["a100"] == pytest.approx(1.3)
+    # the L4, not measured: the table's quarter of an A100 at the median scale (100 and 65)
+    assert speeds["l4"] == pytest.approx(0.25 * 82.5)
+    assert job_speeds(TABLE, {}) == TABLE
+    assert job_speeds(TABLE, {"mi300x": 50.0, "l4": 0.0}) == TABLE  # nothing the table knows
+    # Every model alike (the local launcher): the names' rates differ only by noise.
+    assert job_speeds({}, {"a100": 100.0, "h100": 130.0}) == {}
+
+
+def test_the_key_is_what_sets_the_rate() -> None:
+    base = throughput_key(spec())
+    assert throughput_key(spec(steps=5000, learning_rate=0.1, seed=3)) == base
+    assert throughput_key(spec(checkpoint={"every_steps": 10})) == base
+    assert throughput_key(spec(amp="off")) != base
+    assert throughput_key(spec(batch_size=32)) != base
+    assert throughput_key(spec(args={"n_layer": 12})) != base
+
+
+def test_speeds_matter_only_between_several_models() -> None:
+    assert several_models(None) and several_models(["A100", "H100"])
+    assert not several_models(["A100"])
