@@ -101,7 +101,8 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_SPEEDS),
         description="Training speed of each GPU model relative to an A100 (JSON object), which "
         "converts a job's hours between the GPU models it allows; what is set here replaces "
-        "those models' figures in a rough default table (api.pricing.gpu_speed); unset: that "
+        "those models' figures in a rough default table (api.pricing.gpu_speed), and {} makes "
+        "every model alike; unset: that "
         "table on Kubernetes, every model alike with the local launcher (its processes run on "
         "this machine whatever offer they are placed on).",
     )
@@ -235,8 +236,8 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"GPU speeds must be positive and finite: {', '.join(bad)}")
         # The models not named keep the table's figure: counted as fast as an A100, an L4 left
-        # out would be priced at four times its speed.
-        return over_the_table(value)
+        # out would be priced at four times its speed. `{}` says every model is alike.
+        return over_the_table(value) if value else {}
 
     @model_validator(mode="after")
     def _check_k8s_capacity(self) -> Settings:

@@ -59,7 +59,7 @@ class ProgressReport(BaseModel):
     loss: float | None = Field(None, allow_inf_nan=False)
     # Over all ranks (batch_size x grad_accum_steps x world size a step): the scheduler reads the
     # work left from it (api.placement.snapshot.samples_per_step).
-    samples_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    samples_per_s: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False)
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     checkpoint_step: int | None = Field(None, ge=0, le=10**12)

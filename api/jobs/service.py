@@ -305,7 +305,9 @@ def report_progress(
     # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
     # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
     progress["gpu_model"] = latest.gpu_model if latest is not None else None
-    if current is not None and report.samples_per_s:
+    # Only a report that names the open attempt is that attempt's rate (the shipped trainer
+    # always names it): one from an earlier attempt would be credited to another GPU.
+    if current is not None and report.attempt_id == current.id and report.samples_per_s:
         current.samples_per_s = report.samples_per_s
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt

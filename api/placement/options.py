@@ -10,7 +10,7 @@ The cost of an option (expected cost, finish, P(deadline), checkpoint interval) 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,6 +55,12 @@ class Option:
 
 
 @dataclass(frozen=True, slots=True)
+class _Ranked:
+    spot: Iterator[SpotCandidate]
+    on_demand: Iterator[Offer]
+
+
+@dataclass(frozen=True, slots=True)
 class Considered:
     option: Option
     unusable: str | None = None  # why it cannot be used now; None: usable
@@ -78,12 +84,33 @@ class Market:
             self.pools.setdefault((r.zone, r.instance_type), []).append(r)
         self.offer_by_key = {o.key: o for o in snapshot.offers}
         self._by_job: dict[str, Candidates] = {}
+        self._own_ranked: dict[str, tuple[tuple[SpotCandidate, ...], tuple[Offer, ...]]] = {}
 
     def candidates(self, job: JobState) -> Candidates:
         found = self._by_job.get(job.id)
         if found is None:
             found = self._by_job[job.id] = self.index.candidates(job.spec.resources)
         return found
+
+    def _ranked(self, job: JobState) -> _Ranked:
+        """The job's candidates, cheapest per hour of work first: the index ranks them by the
+        table's speeds; a job with its own measured speeds is ranked anew, once per snapshot."""
+        cands = self.candidates(job)
+        own = job.gpu_speeds
+        if own is None:
+            return _Ranked(cands.iter_spot(), cands.iter_on_demand())
+        found = self._own_ranked.get(job.id)
+        if found is None:
+            spot = sorted(
+                cands.iter_spot(),
+                key=lambda c: c.effective_price / speed_of(own, c.offer.gpu_model),
+            )
+            od = sorted(
+                cands.iter_on_demand(),
+                key=lambda o: (o.on_demand_price or 0.0) / speed_of(own, o.gpu_model),
+            )
+            found = self._own_ranked[job.id] = (tuple(spot), tuple(od))
+        return _Ranked(iter(found[0]), iter(found[1]))
 
     def speeds(self, job: JobState) -> Mapping[str, float]:
         """The job's GPU speeds: what its team measured, else the snapshot's table."""
@@ -120,12 +147,17 @@ class Market:
         return soonest
 
     def reservation(
-        self, job: JobState, free: Mapping[str, int], *, hours_left: float | None
+        self,
+        job: JobState,
+        free: Mapping[str, int],
+        *,
+        hours_left: float | None,
+        affordable: Callable[[Option], bool] = lambda option: True,
     ) -> Option | None:
         """The free reservation decide() takes, prepaid, before anything else: one that can
         still finish by the deadline; else, for a pending job, the soonest unless on-demand
-        on a faster GPU would meet the deadline that it misses. A running job moves onto one
-        only if the deadline's slack then still covers a step."""
+        on a faster GPU would meet the deadline that it misses, and is `affordable`. A running
+        job moves onto one only if the deadline's slack then still covers a step."""
         if CapacityType.RESERVED not in job.spec.capacity.types:
             return None
         option = self.in_time(job, self.reserved(job, free), hours_left=hours_left)
@@ -138,8 +170,8 @@ class Market:
         if slack >= 0 or CapacityType.ON_DEMAND not in job.spec.capacity.types:
             return option
         od = self.in_time(job, self.on_demand(job), hours_left=hours_left)
-        meets = od is not None and work_hours(job, od) + restart <= hours_left
-        return None if meets else option
+        meets = od is not None and hours_left - work_hours(job, od) - restart >= 0
+        return None if meets and od is not None and affordable(od) else option
 
     def risk(self, job: JobState, rate: float = 0.0, mtta: float = 0.0) -> Risk:
         return Risk(
@@ -176,11 +208,7 @@ class Market:
         current = job.current if job.state == "running" else None
         held = current.offer_key if current and current.capacity_type == CapacityType.SPOT else None
         on_demand_allowed = CapacityType.ON_DEMAND in job.spec.capacity.types
-        spot: Iterable[SpotCandidate] = self.candidates(job).iter_spot()
-        own = job.gpu_speeds
-        if own is not None:
-            # The index ranks by the table's speeds; this job's own measure ranks it anew.
-            spot = sorted(spot, key=lambda c: c.effective_price / speed_of(own, c.offer.gpu_model))
+        spot: Iterable[SpotCandidate] = self._ranked(job).spot
         if held is not None:
             # Staying where it runs avoids a restart: the current offer first.
             spot = sorted(spot, key=lambda c: c.offer.key != held)
@@ -225,13 +253,7 @@ class Market:
                     pace=self.pace(job, offer),
                 )
                 yield Considered(option)
-        own = job.gpu_speeds
-        offers: Iterable[Offer] = self.candidates(job).iter_on_demand()
-        if own is not None:
-            offers = sorted(
-                offers, key=lambda o: (o.on_demand_price or 0.0) / speed_of(own, o.gpu_model)
-            )
-        for offer in offers:
+        for offer in self._ranked(job).on_demand:
             option = Option(
                 offer,
                 CapacityType.ON_DEMAND,

@@ -61,7 +61,14 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
 
     if current is not None and current.capacity_type == CapacityType.RESERVED:
         return None  # prepaid and never preempted: nothing is cheaper or safer
-    reserved = market.reservation(job, rnd.free, hours_left=hours_left)
+    reserved = market.reservation(
+        job,
+        rnd.free,
+        hours_left=hours_left,
+        affordable=lambda od: (
+            not _over_budget(rnd, job, _budget_cost(job, outcome(job, od, hours_left)))
+        ),
+    )
     if reserved is not None:
         return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
 

@@ -61,27 +61,30 @@ def learned_checkpoint_costs(
     return found
 
 
-# Attempts read per (team, trainer): the latest rate of each GPU model is among the newest few.
-RATE_ATTEMPTS = 64
+# Jobs read per (team, trainer): the latest rate of each GPU model is among the newest few, and
+# a sweep of many runs of one trainer must not make every scheduling pass read them all.
+RATE_JOBS = 32
 
 
 def learned_gpu_rates(
     session: Session, *, keys: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, str], dict[str, float]]:
-    """Per (team id, throughput key): the rate (samples a second) the team's newest attempt on
-    each GPU model (lower-cased) measured; absent when none has. One indexed read per key."""
+    """Per (team id, throughput key): the rate (samples a second) the newest attempt on each
+    GPU model (lower-cased) among the team's latest RATE_JOBS jobs of the key measured; absent
+    when none has. One read per key, bounded by the jobs index."""
     found: dict[tuple[str, str], dict[str, float]] = {}
     for team_id, key in sorted(set(keys)):
+        latest = (
+            select(Job.id)
+            .where(Job.team_id == team_id, Job.throughput_key == key)
+            .order_by(Job.created_at.desc())
+            .limit(RATE_JOBS)
+            .scalar_subquery()
+        )
         rows = session.execute(
             select(JobAttempt.gpu_model, JobAttempt.samples_per_s)
-            .join(Job, Job.id == JobAttempt.job_id)
-            .where(
-                Job.team_id == team_id,
-                Job.throughput_key == key,
-                JobAttempt.samples_per_s.is_not(None),
-            )
+            .where(JobAttempt.job_id.in_(latest), JobAttempt.samples_per_s.is_not(None))
             .order_by(JobAttempt.created_at.desc(), JobAttempt.id.desc())
-            .limit(RATE_ATTEMPTS)
         )
         rates: dict[str, float] = {}
         for model, rate in rows:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
 from collections.abc import Mapping
 
@@ -46,15 +47,31 @@ def several_models(gpu_models: object) -> bool:
     return not isinstance(gpu_models, list) or len(gpu_models) > 1
 
 
+# How far a trainer's measure may move a model from the table's figure, either way: a report
+# that far off is a broken (or lying) trainer more likely than a GPU.
+MAX_FACTOR = 4.0
+
+
 def job_speeds(table: Speeds, measured: Mapping[str, float]) -> Speeds:
-    """The table with what the trainer measured (lower-cased model -> samples a second):
-    measured models at their rate, the rest at the table's speed times the median of measured
-    rate / table speed. An empty table (every model alike, the local launcher) stays empty:
-    there the models are names, and their rates differ only by noise."""
+    """The table with what the trainer measured (lower-cased model -> samples a second): each
+    measured model's figure times how its rate compares to the table, relative to the median
+    of the measured models (one model measured alone says nothing about the others), bounded
+    by MAX_FACTOR. An empty table (every model alike, the local launcher) stays empty: there
+    the models are names, and their rates differ only by noise."""
     if not table:
         return table
-    known = {model: rate for model, rate in measured.items() if rate > 0 and model in table}
-    if not known:
+    logs = {
+        model: math.log(rate) - math.log(table[model])
+        for model, rate in measured.items()
+        if model in table and math.isfinite(rate) and rate > 0
+    }
+    if len(logs) < 2:
         return table
-    scale = statistics.median(rate / table[model] for model, rate in known.items())
-    return {model: known.get(model, speed * scale) for model, speed in table.items()}
+    middle = statistics.median(logs.values())
+    bound = math.log(MAX_FACTOR)
+    return {
+        model: speed * math.exp(min(bound, max(-bound, logs[model] - middle)))
+        if model in logs
+        else speed
+        for model, speed in table.items()
+    }

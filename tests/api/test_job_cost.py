@@ -128,7 +128,8 @@ def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
     client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
 ) -> None:
     """The scheduler converts a measured rate between GPU models (api.pricing.gpu_speed), so it
-    must know the model: the reporting attempt's, which the trainer cannot name itself."""
+    must know the model: the reporting attempt's, which the trainer cannot name itself. The
+    attempt keeps the rate (api.placement.throughput) only from a report that names it."""
     job_id = client.post("/v1/jobs", json=job_body("rate"), headers=auth).json()["id"]
     _place(
         session_factory, job_id, 1, zone="use1-az4", capacity_type="spot", price_per_hour=0.41,
@@ -144,3 +145,10 @@ def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
     assert client.post(url, json=report, headers=headers).status_code == 200
     shown = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
     assert shown["progress"]["gpu_model"] == "A10G"
+    with session_factory() as session:
+        [attempt] = session.query(JobAttempt).filter_by(job_id=job_id).all()
+        assert attempt.samples_per_s is None  # the report named no attempt
+    named = report | {"attempt_id": attempt.id, "samples_per_s": 14.0}
+    assert client.post(url, json=named, headers=headers).status_code == 200
+    with session_factory() as session:
+        assert session.get(JobAttempt, attempt.id).samples_per_s == 14.0  # type: ignore[union-attr]

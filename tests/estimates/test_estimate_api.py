@@ -276,16 +276,21 @@ def test_the_speeds_a_teams_trainer_measured_replace_the_table_for_its_next_quot
             with transaction(session_factory) as session:
                 for open_attempt in session.query(JobAttempt).filter_by(job_id=job_id):
                     open_attempt.ended_at = open_attempt.ended_at or datetime.now(UTC)
-                session.add(
-                    JobAttempt(
-                        job_id=job_id, team_id=row.team_id, number=number, cloud="aws",
-                        region="us-east-1", zone="use1-az1", instance_type=f"{model}.x",
-                        gpu_model=model, gpu_count=1, nodes=1, capacity_type="on_demand",
-                        price_per_hour=1.0, on_demand_price_per_hour=1.0,
-                        started_at=datetime.now(UTC),
-                    )
+                attempt = JobAttempt(
+                    job_id=job_id, team_id=row.team_id, number=number, cloud="aws",
+                    region="us-east-1", zone="use1-az1", instance_type=f"{model}.x",
+                    gpu_model=model, gpu_count=1, nodes=1, capacity_type="on_demand",
+                    price_per_hour=1.0, on_demand_price_per_hour=1.0, started_at=datetime.now(UTC),
                 )  # fmt: skip
-            report = {"step": 10 * number, "total_steps": 2000, "samples_per_s": rate}
+                session.add(attempt)
+                session.flush()
+                attempt_id = attempt.id
+            report = {
+                "step": 10 * number,
+                "total_steps": 2000,
+                "samples_per_s": rate,
+                "attempt_id": attempt_id,
+            }
             sent = client.post(url, json=report, headers={"Authorization": f"Bearer {token}"})
             assert sent.status_code == 200, sent.text
 

@@ -196,3 +196,19 @@ def test_the_estimate_says_a_cheaper_slow_plan_cannot_meet_the_deadline() -> Non
     l4 = next(w for w in est.plans if w.plan.offer.gpu_model == "L4")
     assert l4.plan.expected_cost < next(w for w in est.plans if w.chosen).plan.expected_cost
     assert "cannot finish by the deadline" in l4.why and "L4" in l4.why
+
+
+def test_a_slow_reservation_is_kept_when_the_faster_gpu_is_over_budget() -> None:
+    slots = Reservation("r-l4", L4.instance_type, L4.zone, count=2, in_use=0, price_per_hour=0.4)
+    j = job(["A100", "L4"], hours=4.0, deadline=10.0, types=("reserved", "on_demand"))
+    world = replace(snap([j], [A100, L4], SPEEDS), reservations=[slots], budgets={"t": 8.0})
+    d = placed(world)  # the A100's $12.60 is over the $8 left: the prepaid slot, late
+    assert d.plan.reservation_id == "r-l4"
+
+
+def test_a_jobs_own_measured_speeds_rank_its_spot_offers() -> None:
+    a100, l4 = offer("A100", 3.0, 1.2), offer("L4", 0.5, 0.2)  # by the table, L4 $0.80 per work
+    j = job(["A100", "L4"], hours=4.0, types=("spot",))
+    assert placed(snap([j], [a100, l4], SPEEDS)).plan.offer.gpu_model == "L4"
+    slow_l4 = replace(j, gpu_speeds={"a100": 1.0, "h100": 2.0, "l4": 0.1})  # $2.00 per work
+    assert placed(snap([slow_l4], [a100, l4], SPEEDS)).plan.offer.gpu_model == "A100"

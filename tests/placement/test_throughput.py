@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -18,13 +19,23 @@ def spec(**trainer: Any) -> JobSpec:
     )
 
 
-def test_measured_models_take_their_rate_and_the_rest_scale_from_the_table() -> None:
+def test_measured_models_take_their_rate_and_the_rest_keep_the_tables_place() -> None:
     speeds = job_speeds(TABLE, {"a100": 100.0, "h100": 130.0})
     assert speeds["h100"] / speeds["a100"] == pytest.approx(1.3)
-    # the L4, not measured: the table's quarter of an A100 at the median scale (100 and 65)
-    assert speeds["l4"] == pytest.approx(0.25 * 82.5)
+    # The L4, not measured, keeps its table figure against the measured models' middle: the
+    # A100 measured sqrt(100 / 65) times its table place relative to the H100.
+    assert speeds["l4"] / speeds["a100"] == pytest.approx(0.25 * math.sqrt(65 / 100))
     assert job_speeds(TABLE, {}) == TABLE
-    assert job_speeds(TABLE, {"mi300x": 50.0, "l4": 0.0}) == TABLE  # nothing the table knows
+    assert job_speeds(TABLE, {"a100": 100.0}) == TABLE  # one model alone compares to nothing
+    assert job_speeds(TABLE, {"mi300x": 50.0, "l4": 0.0, "a100": 9.0}) == TABLE
+
+
+def test_a_trainer_reporting_absurd_rates_moves_a_model_at_most_four_times() -> None:
+    """A rate of 1e308 on an L4 once made every speed infinite and every pace NaN: decide()
+    raised on the whole pass, for every team."""
+    speeds = job_speeds(TABLE, {"a100": 100.0, "l4": 1e308})
+    assert all(math.isfinite(s) and s > 0 for s in speeds.values())
+    assert speeds["l4"] / speeds["a100"] == pytest.approx(0.25 * 16)
     # Every model alike (the local launcher): the names' rates differ only by noise.
     assert job_speeds({}, {"a100": 100.0, "h100": 130.0}) == {}
 

@@ -559,9 +559,8 @@ def test_the_speeds_a_teams_trainer_measured_choose_between_gpu_models(
     [on_l4] = attempts(session_factory, first)
     assert on_l4.gpu_model == "L4"
     with transaction(session_factory) as session:  # as the progress endpoint records them
-        session.execute(
-            update(JobAttempt).where(JobAttempt.id == on_l4.id).values(samples_per_s=15.0)
-        )
+        ended = {"samples_per_s": 15.0, "ended_at": on_l4.created_at, "end_reason": "migrated"}
+        session.execute(update(JobAttempt).where(JobAttempt.id == on_l4.id).values(**ended))
         a100 = {
             c: getattr(on_l4, c)
             for c in ("job_id", "team_id", "cloud", "region", "zone", "gpu_count", "nodes")
@@ -570,7 +569,7 @@ def test_the_speeds_a_teams_trainer_measured_choose_between_gpu_models(
             JobAttempt(
                 **a100, number=2, instance_type="a2-highgpu-1g", gpu_model="A100",
                 capacity_type="on_demand", price_per_hour=3.67, on_demand_price_per_hour=3.67,
-                samples_per_s=100.0,
+                samples_per_s=100.0, ended_at=on_l4.created_at, end_reason="succeeded",
             )
         )  # fmt: skip
 
