@@ -614,3 +614,16 @@ def test_install_notes_and_readme_show_the_first_team_command() -> None:
     assert "kubectl -n gpujobs exec deploy/gpujobs-api -- python -m api.admin create-team acme" in (
         readme
     )
+
+
+def test_gpu_speeds_reach_the_scheduler_through_extra_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As deploy/README.md shows it: a JSON string, merged over the default table."""
+    speeds = '{"A100": 1, "H100": 2.4}'
+    objects = _render({"extraSettings": {"gpu_speeds": speeds}})
+    env = dict(_one(objects, "ConfigMap", "gpujobs")["data"])
+    assert env["GPUJOBS_GPU_SPEEDS"] == speeds
+    settings = settings_from_env(monkeypatch, env)
+    assert settings.launcher == "kubernetes"
+    assert settings.gpu_speeds["H100"] == 2.4 and settings.gpu_speeds["L4"] == 0.25
