@@ -86,6 +86,11 @@ class JobAttempt(Resource):
     cost: float | None = Field(None, description="USD, once the attempt has ended.")
     resume_from_step: int | None = None
     steps_lost: int | None = None
+    samples_per_s: float | None = Field(
+        None,
+        description="The rate its trainer last reported on this GPU model, samples a second "
+        "over all ranks: what the scheduler learns each model's speed for this trainer from.",
+    )
     created_at: datetime
 
 

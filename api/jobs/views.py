@@ -83,6 +83,7 @@ def attempt(row: JobAttempt) -> r.JobAttempt:
         cost=None if row.cost_microusd is None else row.cost_microusd / MICRO,
         resume_from_step=row.resume_from_step,
         steps_lost=row.steps_lost,
+        samples_per_s=row.samples_per_s,
         created_at=row.created_at,
     )
 

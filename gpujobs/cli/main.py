@@ -299,6 +299,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
                 a.instance_type,
                 a.zone,
                 f"{a.gpu_count}x {a.gpu_model}" + (f" x{a.nodes}" if a.nodes > 1 else ""),
+                "-" if a.samples_per_s is None else f"{a.samples_per_s:,.1f}",
                 render.money(a.price_per_hour),
                 render.when(a.started_at),
                 render.when(a.ended_at),
@@ -307,8 +308,8 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             )
             for a in attempts
         ]
-        headers = ("#", "CAPACITY", "INSTANCE", "ZONE", "GPUS", "$/H", "STARTED", "ENDED")
-        render.table((*headers, "END", "COST"), rows, out)
+        where = ("#", "CAPACITY", "INSTANCE", "ZONE", "GPUS", "SAMPLES/S")
+        render.table((*where, "$/H", "STARTED", "ENDED", "END", "COST"), rows, out)
     return OK
 
 

@@ -87,7 +87,7 @@ def test_ls_shows_resources_capacity_and_the_servers_cost(
     api.add_attempt(
         ids["moved"], 1, capacity_type="spot", zone="use1-az2", gpu_model="A100", nodes=2,
         started_at=now - timedelta(hours=2), ended_at=now - timedelta(hours=1),
-        end_reason="preempted", cost_microusd=1_234_567,
+        end_reason="preempted", cost_microusd=1_234_567, samples_per_s=1234.5,
     )  # fmt: skip
     api.add_attempt(
         ids["moved"], 2, gpu_model="A100", nodes=2, price_per_hour=2.0,
@@ -129,6 +129,12 @@ def test_ls_shows_resources_capacity_and_the_servers_cost(
     # A job still running costs "so far"; one that ended simply costs.
     _, out = gpujobs("show", "moved")
     assert "cost so far:" in out and "on-demand at $2.00/h" in out
+    # Each attempt's measured rate on its GPU: what the scheduler learns speeds from.
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if "SAMPLES/S" in line)
+    first, second = lines[head + 1].split(), lines[head + 2].split()
+    assert first[4:8] == ["1x", "A100", "x2", "1,234.5"]  # GPUS, then the attempt's rate
+    assert second[4:8] == ["1x", "A100", "x2", "-"]  # not reported yet
     with Client() as gj:
         gj.cancel(ids["tiny"])
     _, out = gpujobs("show", "tiny")
