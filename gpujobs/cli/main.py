@@ -295,10 +295,10 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         rows = [
             (
                 a.number,
-                a.capacity_type.value.replace("_", "-"),
+                render.capacity_name(a.capacity_type),
                 a.instance_type,
                 a.zone,
-                f"{a.gpu_count}x {a.gpu_model}" + (f" x{a.nodes}" if a.nodes > 1 else ""),
+                render.gpus_text(a.gpu_count, a.gpu_model, a.nodes),
                 "-" if a.samples_per_s is None else f"{a.samples_per_s:,.1f}",
                 render.money(a.price_per_hour),
                 render.when(a.started_at),
@@ -398,8 +398,8 @@ def _plan_row(rank: int, plan: Plan) -> tuple[object, ...]:
         "*" if plan.chosen else "",
         f"{o.cloud}/{o.region}/{o.zone}",
         o.instance_type,
-        f"{plan.nodes}x{o.gpu_count}x{o.gpu_model}",
-        plan.capacity_type.value,
+        render.gpus_text(o.gpu_count, o.gpu_model, plan.nodes),
+        render.capacity_name(plan.capacity_type),
         render.money(plan.price_per_hour),
         render.money(plan.expected_cost),
         f"{plan.p_meet_deadline:.0%}",

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobEvent, JobStatus, Placement, Quote
+from gpujobs.spec import CapacityType
 
 
 def money(usd: float | None) -> str:
@@ -64,7 +65,7 @@ def event_figures(data: dict[str, Any]) -> str:
 def plan_line(plan: Plan) -> str:
     """Where and how a job would run: cloud, region/zone, instance, capacity, price, odds."""
     o = plan.offer
-    capacity = plan.capacity_type.value.replace("_", "-")
+    capacity = capacity_name(plan.capacity_type)
     return (
         f"{o.cloud} {o.region}/{o.zone} {plan.nodes}x {o.instance_type} ({o.gpu_count}x "
         f"{o.gpu_model}) on {capacity} at {money(plan.price_per_hour)}/h, expected "
@@ -196,14 +197,24 @@ def resources_text(job: Job) -> str:
         wanted = job.spec.resources
         gpus, nodes = wanted.gpus_per_node, wanted.nodes
         model = "|".join(wanted.gpu_models) if wanted.gpu_models else "any GPU"
+    return gpus_text(gpus, model, nodes)
+
+
+def gpus_text(gpus: int, model: str, nodes: int = 1) -> str:
+    """GPUs per node x model (x nodes), as every table shows them: `1x T4`, `8x H100 x2 nodes`."""
     return f"{gpus}x {model}" + (f" x{nodes} nodes" if nodes > 1 else "")
+
+
+def capacity_name(capacity: CapacityType) -> str:
+    """`on-demand`, `spot`, `reserved`: as every table writes a capacity type."""
+    return capacity.value.replace("_", "-")
 
 
 def capacity_text(placement: Placement | None) -> str:
     """The latest attempt's capacity and zone, e.g. `spot aws/use1-az1`."""
     if placement is None:
         return "-"
-    return f"{placement.capacity_type.value.replace('_', '-')} {placement.cloud}/{placement.zone}"
+    return f"{capacity_name(placement.capacity_type)} {placement.cloud}/{placement.zone}"
 
 
 def placement_text(placement: Placement | None) -> str:
@@ -214,7 +225,7 @@ def placement_text(placement: Placement | None) -> str:
     return (
         f"attempt {placement.attempt} ({state}): {placement.cloud} "
         f"{placement.region}/{placement.zone}, {placement.nodes}x {placement.instance_type}, "
-        f"{placement.capacity_type.value.replace('_', '-')} at "
+        f"{capacity_name(placement.capacity_type)} at "
         f"{money(placement.price_per_hour)}/h"
     )
 

@@ -133,8 +133,8 @@ def test_ls_shows_resources_capacity_and_the_servers_cost(
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if "SAMPLES/S" in line)
     first, second = lines[head + 1].split(), lines[head + 2].split()
-    assert first[4:8] == ["1x", "A100", "x2", "1,234.5"]  # GPUS, then the attempt's rate
-    assert second[4:8] == ["1x", "A100", "x2", "-"]  # not reported yet
+    assert first[4:9] == ["1x", "A100", "x2", "nodes", "1,234.5"]  # GPUS, then its rate
+    assert second[4:9] == ["1x", "A100", "x2", "nodes", "-"]  # not reported yet
     with Client() as gj:
         gj.cancel(ids["tiny"])
     _, out = gpujobs("show", "tiny")
