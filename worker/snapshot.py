@@ -14,7 +14,7 @@ from api.placement.snapshot import (
     samples_per_step,
     step_seconds,
 )
-from api.placement.throughput import job_speeds
+from api.placement.throughput import learned_speeds
 from gpujobs.spec import JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
@@ -56,7 +56,8 @@ def job_state(
     `measured_rates`: what the team's attempts of the same trainer measured on each model
     (api.placement.throughput), which replace the table's figures for this job."""
     spec = JobSpec.from_stored(job.spec)
-    own = job_speeds(speeds or {}, measured_rates) if measured_rates else None
+    # None unless the measures change the table: a job with its own speeds is ranked anew.
+    own = learned_speeds(speeds or {}, measured_rates) if measured_rates else None
     speeds = own or speeds
     current = None
     if attempt is not None:

@@ -14,7 +14,7 @@ from api.placement import Estimate, estimate, world
 from api.placement.checkpoints import checkpoint_cost, checkpoint_key
 from api.placement.repository import learned_checkpoint_costs, learned_gpu_rates
 from api.placement.snapshot import prospective
-from api.placement.throughput import job_speeds, several_models, throughput_key
+from api.placement.throughput import learned_speeds, several_models, throughput_key
 from api.pricing.catalog import Catalog
 from api.pricing.gpu_speed import normalized
 from api.pricing.preemption import Priors
@@ -62,7 +62,7 @@ def weigh(
         team_name=team_name,
         now=now,
         checkpoint_cost_seconds=checkpoint_cost(None, learned),  # nothing measured of its own
-        gpu_speeds=job_speeds(speeds, rates) if rates else None,
+        gpu_speeds=learned_speeds(speeds, rates) if rates else None,
     )
     snapshot = world.snapshot(
         session,

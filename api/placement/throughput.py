@@ -58,15 +58,19 @@ def job_speeds(table: Speeds, measured: Mapping[str, float]) -> Speeds:
     of the measured models (one model measured alone says nothing about the others), bounded
     by MAX_FACTOR. An empty table (every model alike, the local launcher) stays empty: there
     the models are names, and their rates differ only by noise."""
-    if not table:
-        return table
+    return learned_speeds(table, measured) or table
+
+
+def learned_speeds(table: Speeds, measured: Mapping[str, float]) -> Speeds | None:
+    """job_speeds when what was measured changes the table, else None: the table's figures,
+    and the candidate index's ranking by them, stand for the job."""
     logs = {
         model: math.log(rate) - math.log(table[model])
         for model, rate in measured.items()
         if model in table and math.isfinite(rate) and rate > 0
     }
     if len(logs) < 2:
-        return table
+        return None
     middle = statistics.median(logs.values())
     bound = math.log(MAX_FACTOR)
     return {

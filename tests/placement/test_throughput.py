@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.placement.throughput import job_speeds, several_models, throughput_key
+from api.placement.throughput import job_speeds, learned_speeds, several_models, throughput_key
 from gpujobs.spec import JobSpec
 
 TABLE = {"a100": 1.0, "h100": 2.0, "l4": 0.25}
@@ -52,3 +52,13 @@ def test_the_key_is_what_sets_the_rate() -> None:
 def test_speeds_matter_only_between_several_models() -> None:
     assert several_models(None) and several_models(["A100", "H100"])
     assert not several_models(["A100"])
+
+
+def test_measures_that_change_nothing_leave_the_job_on_the_tables_ranking() -> None:
+    """A job whose trainer ran on one model only gets no speeds of its own, so the scheduler
+    does not rank its candidates anew on every pass for the same order."""
+    assert learned_speeds(TABLE, {"a100": 100.0}) is None
+    assert learned_speeds({}, {"a100": 100.0, "h100": 130.0}) is None
+    assert learned_speeds(TABLE, {"a100": 100.0, "h100": 130.0}) == job_speeds(
+        TABLE, {"a100": 100.0, "h100": 130.0}
+    )
