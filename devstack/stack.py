@@ -205,6 +205,8 @@ class Stack:
         """Trainer process groups outlive the worker by design; the test must not leak them."""
         for pid_file in (self.home / "attempts").glob("*/pid"):
             pid = json.loads(pid_file.read_text())["pid"]
+            if pid is None:
+                continue  # it ended before its launch was recorded
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -379,23 +383,100 @@ def test_trace_market_replays_its_ticks() -> None:
     assert always.preemption_time(now=100.0, attempt_id="x") is None
 
 
-def test_a_launch_that_died_before_starting_anything_is_lost(
+# A worker that dies in the middle of a launch: SIGKILL where the test says, on the real launcher.
+KILLED_LAUNCH = """
+import os, signal, sys
+from pathlib import Path
+import worker.launchers.local as local
+from tests.worker.test_local_launcher import request
+
+tmp, root, where, trainer_python = sys.argv[1:]
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+if where == "before the trainer starts":
+    local.subprocess.Popen = die
+else:
+    local._record_pid = die
+launcher = local.LocalLauncher(root=Path(root), trainer_python=trainer_python)
+launcher.launch(request(Path(tmp), "attempt-killed"))
+"""
+
+
+def supervisors(directory: Path) -> list[int]:
+    """The attempt's live supervisor processes: how many times it was started."""
+    exit_file = str(directory / "exit_code").encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+            state = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"worker.launchers.supervise" in args and exit_file in args and state != "Z":
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("where", ["before the trainer starts", "after the trainer started"])
+def test_a_relaunch_takes_over_a_launch_whose_worker_was_killed(
+    tmp_path: Path, launchers: list[LocalLauncher], where: str
+) -> None:
+    """The worker is SIGKILLed between taking the launch lock and recording the trainer's pid;
+    the reconciler's relaunch must start the attempt, or adopt the trainer that did start,
+    rather than leave it pending until it is given up as lost and launched a second time."""
+    root = tmp_path / "attempts"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_LAUNCH, str(tmp_path), str(root), where, trainer_python()],
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=TIMEOUT,
+        check=False,
+    )
+    directory = root / "attempt-killed"
+    assert killed.returncode == -signal.SIGKILL
+    assert (directory / "launch.lock").exists()
+    assert not (directory / "pid").exists()
+    orphans = supervisors(directory)
+    assert len(orphans) == (0 if where == "before the trainer starts" else 1)
+
+    launcher = make(launchers, root)
+    handle = launcher.launch(request(tmp_path, "attempt-killed"))
+
+    started = supervisors(directory)
+    assert len(started) == 1  # one trainer, whoever started it
+    if orphans:
+        assert started == orphans
+    assert pgid(launcher, "attempt-killed") == started[0]
+    assert launcher.launch(request(tmp_path, "attempt-killed")) == handle  # nothing more starts
+    assert supervisors(directory) == started
+    observed = wait_until_done(launcher, handle)
+    assert observed.state == ObservedState.SUCCEEDED, log_text(launcher, handle)
+
+
+def test_a_launch_that_a_live_worker_holds_is_left_to_it(
     tmp_path: Path, launchers: list[LocalLauncher]
 ) -> None:
-    """A worker killed between taking the launch lock and starting the process: a relaunch
-    finds the lock and starts nothing, so the attempt must not stay pending forever."""
+    """Another worker is launching the attempt (it holds the lock): a second launch starts
+    nothing; the attempt is lost only if that worker hangs past the grace, or dies."""
     launcher = make(launchers, tmp_path / "attempts")
-    directory = tmp_path / "attempts" / "attempt-died"
+    directory = tmp_path / "attempts" / "attempt-held"
     directory.mkdir(parents=True)
-    (directory / "launch.lock").touch()
-    req = request(tmp_path, "attempt-died")
+    lock = directory / "launch.lock"
+    lock.touch()
+    handle = "local:attempt-held"
 
-    assert launcher.launch(req) == "local:attempt-died"  # the lock is held: nothing starts
-    assert launcher.status("local:attempt-died").state == ObservedState.PENDING  # in progress?
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert launcher.launch(request(tmp_path, "attempt-held")) == handle
+        assert not (directory / "pid").exists()
+        assert launcher.status(handle).state == ObservedState.PENDING
 
-    stale = time.time() - LAUNCH_GRACE_S - 1
-    os.utime(directory / "launch.lock", (stale, stale))
-    observed = launcher.status("local:attempt-died")
+        stale = time.time() - LAUNCH_GRACE_S - 1
+        os.utime(lock, (stale, stale))
+        hung = launcher.status(handle)
+        assert hung.state == ObservedState.LOST
+        assert hung.message == "the launch never completed"
+        os.utime(lock)
 
-    assert observed.state == ObservedState.LOST
+    died = launcher.status(handle)  # the lock is free and no trainer was recorded
+    assert died.state == ObservedState.LOST
     assert not (directory / "pid").exists()

@@ -21,12 +21,14 @@ directory and the job's checkpoint directory:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -54,7 +56,8 @@ PREFIX = "local:"
 # In the trainer's own directory: it runs as the job's uid and writes nowhere else here.
 TERMINATION_LOG = "work/termination-log"
 STOP_DEADLINE = "stop_deadline"  # wall-clock time after which a stop escalates to SIGKILL
-LAUNCH_GRACE_S = 60.0  # longest a launch may hold the lock without having written the pid
+LAUNCH_LOCK = "launch.lock"
+LAUNCH_GRACE_S = 60.0  # longest a live launch may hold the lock without having written the pid
 DEFAULT_UIDS = UidRange(first=200_000, count=100_000)
 UID_REGISTRY = ".uids"  # a name no attempt id can take (see _dir)
 
@@ -104,15 +107,18 @@ class LocalLauncher:
         directory = self._dir(handle)
         self._make_root()
         directory.mkdir(mode=0o700, exist_ok=True)
-        try:  # one launch per attempt, even when two workers race to it
-            os.close(os.open(directory / "launch.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return handle
+        # One launch per attempt, even when two workers race to it or one dies in the middle.
+        with self._launch_lock(directory) as ours:
+            if ours and not self._launched(directory):
+                self._start(request, directory)
+        return handle
+
+    def _start(self, request: LaunchRequest, directory: Path) -> None:
         now = self.clock()
         spot = request.placement.capacity_type == CapacityType.SPOT and self.market is not None
         if spot and self.market is not None and not self.market.available(now):
             _write(directory / "no_capacity", "the simulated spot market has no capacity now")
-            return handle
+            return
         if spot and self.market is not None:
             at = self.market.preemption_time(now=now, attempt_id=request.attempt_id)
             if at is not None:
@@ -158,23 +164,19 @@ class LocalLauncher:
                 start_new_session=True,
             )
         self._children[request.attempt_id] = process
-        pid = {"pid": process.pid, "start": _start_time(process.pid)}
-        _write(directory / "pid", json.dumps(pid))
-        return handle
+        _record_pid(directory, process.pid)
 
     def status(self, handle: str) -> Observation:
         self._reap()
         directory = self._dir(handle)
-        if not (directory / "launch.lock").exists():
+        if not (directory / LAUNCH_LOCK).exists():
             return Observation(ObservedState.LOST, message="no such attempt on this machine")
         if (directory / "no_capacity").exists():
             return Observation(ObservedState.NO_CAPACITY, message=_read(directory / "no_capacity"))
         if not (directory / "pid").exists():
-            # A launch in progress in another worker takes milliseconds; one that died between
-            # the lock and the pid file never completes, and a relaunch finds the lock: give up.
-            if time.time() - (directory / "launch.lock").stat().st_mtime > LAUNCH_GRACE_S:
+            if self._launch_abandoned(directory):
                 return Observation(ObservedState.LOST, message="the launch never completed")
-            return Observation(ObservedState.PENDING)
+            return Observation(ObservedState.PENDING)  # another worker is launching it now
         code = _read_int(directory / "exit_code")
         stop = _read(directory / "stop")
         noticed = (directory / "notice").exists()
@@ -211,7 +213,7 @@ class LocalLauncher:
 
     def cancel(self, handle: str) -> None:
         directory = self._dir(handle)
-        if not (directory / "launch.lock").exists():
+        if not (directory / LAUNCH_LOCK).exists():
             return
         if _read(directory / "stop") is None:
             _write(directory / "stop", "cancel")
@@ -317,6 +319,61 @@ class LocalLauncher:
             f"--master_port={_free_port()}", "-m", "trainer",
         ]  # fmt: skip
 
+    @contextlib.contextmanager
+    def _launch_lock(self, directory: Path) -> Iterator[bool]:
+        """Hold the attempt's launch lock; False when a live launch holds it.
+
+        The lock is a flock on `launch.lock`, which the kernel drops when its holder dies: a
+        worker killed in the middle of a launch leaves a lock that the relaunch takes over,
+        where a lock file alone kept the attempt pending until it was given up as lost."""
+        fd = _take_launch_lock(directory)
+        try:
+            yield fd is not None
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _launched(self, directory: Path) -> bool:
+        """Whether an earlier launch of the attempt got far enough to keep; under the lock.
+
+        A launch killed after starting the supervisor but before recording its pid left a
+        trainer running that nothing watches: record it rather than start a second one."""
+        if (directory / "pid").exists() or (directory / "no_capacity").exists():
+            return True
+        supervisor = self._supervisor(directory)
+        if supervisor is not None:
+            _record_pid(directory, supervisor)
+            return True
+        if (directory / "exit_code").exists():  # it even finished while no worker watched
+            _write(directory / "pid", json.dumps({"pid": None, "start": None}))
+            return True
+        self._kill_stragglers(directory)
+        return False
+
+    def _launch_abandoned(self, directory: Path) -> bool:
+        """No pid yet: the launching worker died (its lock is free), or hangs past the grace."""
+        try:
+            fd = os.open(directory / LAUNCH_LOCK, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            if not _try_lock(fd):
+                return time.time() - os.fstat(fd).st_mtime > LAUNCH_GRACE_S
+            return not (directory / "pid").exists()  # it may have finished since we looked
+        finally:
+            os.close(fd)
+
+    def _supervisor(self, directory: Path) -> int | None:
+        exit_file = str(directory / "exit_code").encode()
+        for pid in self._processes(directory):
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"worker.launchers.supervise" in args and exit_file in args:
+                return pid
+        return None
+
     def _reap(self) -> None:
         """Collect our exited children: the exit status is on disk, and a finished attempt must
         not stay a zombie (its group would look alive) for as long as this worker lives."""
@@ -332,6 +389,8 @@ class LocalLauncher:
         if pid_file is None:
             return False
         recorded = json.loads(pid_file)
+        if recorded["pid"] is None:
+            return False  # it ran and ended before its launch was recorded (_launched)
         started = _start_time(recorded["pid"])
         return started is not None and started == recorded["start"]
 
@@ -407,6 +466,43 @@ def _share(path: Path, identity: Identity | None) -> None:
         return
     os.chown(path, os.geteuid(), identity.gid)
     os.chmod(path, 0o640)
+
+
+def _take_launch_lock(directory: Path) -> int | None:
+    """A descriptor holding the launch lock, or None when a live launch holds it. The file is
+    linked into place already locked, so no one finds it unheld while its creator is still
+    about to lock it."""
+    lock = directory / LAUNCH_LOCK
+    mine = directory / f".{LAUNCH_LOCK}.{os.getpid()}.{threading.get_ident()}"
+    fd = os.open(mine, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.link(mine, lock)
+        return fd
+    except FileExistsError:
+        os.close(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        mine.unlink()
+    fd = os.open(lock, os.O_RDONLY)
+    if _try_lock(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _record_pid(directory: Path, pid: int) -> None:
+    _write(directory / "pid", json.dumps({"pid": pid, "start": _start_time(pid)}))
 
 
 def _start_time(pid: int) -> str | None:
