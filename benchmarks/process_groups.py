@@ -49,8 +49,8 @@ class Sampler:
             try:
                 pid = int(json.loads(pid_file.read_text())["pid"])
                 job_id = json.loads((pid_file.parent / "run_config.json").read_text())["job_id"]
-            except (OSError, ValueError, KeyError):
-                continue  # being written
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being written, or it ended before its launch was recorded
             found[pid_file.parent.name] = (pid, str(job_id))
         return found
 

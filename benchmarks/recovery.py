@@ -199,7 +199,7 @@ class Server:
                 self.process.wait()
         # Trainer process groups outlive the server by design: stop the ones this run started.
         for pid_file in (self.home / "attempts").glob("*/pid"):
-            with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
+            with contextlib.suppress(ProcessLookupError, ValueError, KeyError, TypeError):
                 os.killpg(int(json.loads(pid_file.read_text())["pid"]), signal.SIGKILL)
 
 

@@ -152,7 +152,7 @@ def stop_server(server: Server) -> None:
             server.process.wait()
     # The silent trainers the server started (their own sessions) must not outlive the test.
     for pid_file in (server.home / "attempts").glob("*/pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
+        with contextlib.suppress(ProcessLookupError, ValueError, TypeError):
             os.killpg(json.loads(pid_file.read_text())["pid"], signal.SIGKILL)
 
 

@@ -388,7 +388,7 @@ KILLED_LAUNCH = """
 import os, signal, sys
 from pathlib import Path
 import worker.launchers.local as local
-from tests.worker.test_local_launcher import request
+from tests.worker.test_local_launcher import STEPS, request
 
 tmp, root, where, trainer_python = sys.argv[1:]
 def die(*args, **kwargs):
@@ -398,8 +398,25 @@ if where == "before the trainer starts":
 else:
     local._record_pid = die
 launcher = local.LocalLauncher(root=Path(root), trainer_python=trainer_python)
-launcher.launch(request(Path(tmp), "attempt-killed"))
+launcher.launch(request(Path(tmp), "attempt-killed", steps=STEPS))
 """
+STEPS = 200  # long enough that the orphan trainer is still running when it is looked for
+
+
+def killed_mid_launch(tmp_path: Path, where: str) -> Path:
+    """Run a launch of `attempt-killed` in a process SIGKILLed at `where`; its directory."""
+    root = tmp_path / "attempts"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_LAUNCH, str(tmp_path), str(root), where, trainer_python()],
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=TIMEOUT,
+        check=False,
+    )
+    directory = root / "attempt-killed"
+    assert killed.returncode == -signal.SIGKILL
+    assert (directory / "launch.lock").exists()
+    assert not (directory / "pid").exists()
+    return directory
 
 
 def supervisors(directory: Path) -> list[int]:
@@ -424,29 +441,20 @@ def test_a_relaunch_takes_over_a_launch_whose_worker_was_killed(
     """The worker is SIGKILLed between taking the launch lock and recording the trainer's pid;
     the reconciler's relaunch must start the attempt, or adopt the trainer that did start,
     rather than leave it pending until it is given up as lost and launched a second time."""
-    root = tmp_path / "attempts"
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLED_LAUNCH, str(tmp_path), str(root), where, trainer_python()],
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=TIMEOUT,
-        check=False,
-    )
-    directory = root / "attempt-killed"
-    assert killed.returncode == -signal.SIGKILL
-    assert (directory / "launch.lock").exists()
-    assert not (directory / "pid").exists()
+    directory = killed_mid_launch(tmp_path, where)
     orphans = supervisors(directory)
     assert len(orphans) == (0 if where == "before the trainer starts" else 1)
 
-    launcher = make(launchers, root)
-    handle = launcher.launch(request(tmp_path, "attempt-killed"))
+    launcher = make(launchers, tmp_path / "attempts")
+    req = request(tmp_path, "attempt-killed", steps=STEPS)
+    handle = launcher.launch(req)
 
     started = supervisors(directory)
     assert len(started) == 1  # one trainer, whoever started it
     if orphans:
         assert started == orphans
     assert pgid(launcher, "attempt-killed") == started[0]
-    assert launcher.launch(request(tmp_path, "attempt-killed")) == handle  # nothing more starts
+    assert launcher.launch(req) == handle  # nothing more starts
     assert supervisors(directory) == started
     observed = wait_until_done(launcher, handle)
     assert observed.state == ObservedState.SUCCEEDED, log_text(launcher, handle)
@@ -480,3 +488,22 @@ def test_a_launch_that_a_live_worker_holds_is_left_to_it(
     died = launcher.status(handle)  # the lock is free and no trainer was recorded
     assert died.state == ObservedState.LOST
     assert not (directory / "pid").exists()
+
+
+def test_a_status_check_adopts_the_trainer_of_a_launch_whose_worker_was_killed(
+    tmp_path: Path, launchers: list[LocalLauncher]
+) -> None:
+    """A second worker recorded the handle while the first was launching, then the first was
+    SIGKILLed after starting the trainer: no relaunch comes, so the status check must find the
+    trainer, not report the attempt lost while it runs on unwatched and unbilled."""
+    directory = killed_mid_launch(tmp_path, "after the trainer started")
+    (orphan,) = supervisors(directory)
+    launcher = make(launchers, tmp_path / "attempts")
+
+    observed = launcher.status("local:attempt-killed")
+
+    assert observed.state == ObservedState.RUNNING
+    assert pgid(launcher, "attempt-killed") == orphan
+    done = wait_until_done(launcher, "local:attempt-killed")
+    assert done.state == ObservedState.SUCCEEDED
+    assert supervisors(directory) == []

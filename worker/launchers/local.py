@@ -28,7 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -58,6 +58,9 @@ TERMINATION_LOG = "work/termination-log"
 STOP_DEADLINE = "stop_deadline"  # wall-clock time after which a stop escalates to SIGKILL
 LAUNCH_LOCK = "launch.lock"
 LAUNCH_GRACE_S = 60.0  # longest a live launch may hold the lock without having written the pid
+LOCK_WAIT_S = 2.0  # how long a launch waits for another to release the lock before leaving it
+STRAGGLERS_EXIT_S = 5.0  # how long a relaunch waits for a dead launch's processes to go
+SUPERVISOR = "worker.launchers.supervise"
 DEFAULT_UIDS = UidRange(first=200_000, count=100_000)
 UID_REGISTRY = ".uids"  # a name no attempt id can take (see _dir)
 
@@ -147,7 +150,7 @@ class LocalLauncher:
         # The supervisor may stay root: -I keeps the trainer's PYTHON* variables and any
         # directory the job can write off its import path.
         command = [
-            self.python, "-I", "-m", "worker.launchers.supervise", str(directory / "exit_code"),
+            self.python, "-I", "-m", SUPERVISOR, str(directory / "exit_code"),
             *confine, f"--workdir={work}", *(f"--writable={path}" for path in writable), "--",
             *self._trainer_command(request),
         ]  # fmt: skip
@@ -171,12 +174,12 @@ class LocalLauncher:
         directory = self._dir(handle)
         if not (directory / LAUNCH_LOCK).exists():
             return Observation(ObservedState.LOST, message="no such attempt on this machine")
+        if not (directory / "pid").exists():
+            unlaunched = self._unlaunched(directory)
+            if unlaunched is not None:
+                return unlaunched
         if (directory / "no_capacity").exists():
             return Observation(ObservedState.NO_CAPACITY, message=_read(directory / "no_capacity"))
-        if not (directory / "pid").exists():
-            if self._launch_abandoned(directory):
-                return Observation(ObservedState.LOST, message="the launch never completed")
-            return Observation(ObservedState.PENDING)  # another worker is launching it now
         code = _read_int(directory / "exit_code")
         stop = _read(directory / "stop")
         noticed = (directory / "notice").exists()
@@ -337,7 +340,8 @@ class LocalLauncher:
         """Whether an earlier launch of the attempt got far enough to keep; under the lock.
 
         A launch killed after starting the supervisor but before recording its pid left a
-        trainer running that nothing watches: record it rather than start a second one."""
+        trainer running that nothing watches: record it rather than start a second one, or
+        let it be lost. Whatever else such a launch left running is killed."""
         if (directory / "pid").exists() or (directory / "no_capacity").exists():
             return True
         supervisor = self._supervisor(directory)
@@ -348,29 +352,41 @@ class LocalLauncher:
             _write(directory / "pid", json.dumps({"pid": None, "start": None}))
             return True
         self._kill_stragglers(directory)
+        deadline = time.monotonic() + STRAGGLERS_EXIT_S
+        while self._processes(directory) and time.monotonic() < deadline:
+            time.sleep(0.05)  # their GPU memory is free once they are gone
         return False
 
-    def _launch_abandoned(self, directory: Path) -> bool:
-        """No pid yet: the launching worker died (its lock is free), or hangs past the grace."""
+    def _unlaunched(self, directory: Path) -> Observation | None:
+        """The attempt has no pid recorded: PENDING while a live worker launches it; LOST when
+        that worker hangs past the grace, or died and left nothing to adopt; None when it died
+        after starting the trainer, which is now recorded (_launched)."""
+        never = Observation(ObservedState.LOST, message="the launch never completed")
         try:
             fd = os.open(directory / LAUNCH_LOCK, os.O_RDONLY)
         except FileNotFoundError:
-            return True
+            return never
         try:
             if not _try_lock(fd):
-                return time.time() - os.fstat(fd).st_mtime > LAUNCH_GRACE_S
-            return not (directory / "pid").exists()  # it may have finished since we looked
+                if time.time() - os.fstat(fd).st_mtime > LAUNCH_GRACE_S:
+                    return never
+                return Observation(ObservedState.PENDING)
+            return None if self._launched(directory) else never
         finally:
             os.close(fd)
 
     def _supervisor(self, directory: Path) -> int | None:
+        """The attempt's supervisor: it leads its own process group, runs as the server's user
+        (a trainer runs as its job's), and names the attempt's exit file."""
         exit_file = str(directory / "exit_code").encode()
         for pid in self._processes(directory):
             try:
                 args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
+                owner = os.stat(f"/proc/{pid}").st_uid
+                leads = os.getpgid(pid) == pid
+            except (OSError, ProcessLookupError):
                 continue
-            if b"worker.launchers.supervise" in args and exit_file in args:
+            if leads and owner == os.geteuid() and args[3:5] == [SUPERVISOR.encode(), exit_file]:
                 return pid
         return None
 
@@ -469,14 +485,13 @@ def _share(path: Path, identity: Identity | None) -> None:
 
 
 def _take_launch_lock(directory: Path) -> int | None:
-    """A descriptor holding the launch lock, or None when a live launch holds it. The file is
-    linked into place already locked, so no one finds it unheld while its creator is still
-    about to lock it."""
+    """A descriptor holding the launch lock, or None when a live launch holds it (for longer
+    than LOCK_WAIT_S: a status check holds it for a moment). The file is linked into place
+    already locked, so no one finds it unheld while its creator is still about to lock it."""
     lock = directory / LAUNCH_LOCK
-    mine = directory / f".{LAUNCH_LOCK}.{os.getpid()}.{threading.get_ident()}"
-    fd = os.open(mine, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    fd, mine = tempfile.mkstemp(prefix=f".{LAUNCH_LOCK}.", dir=directory)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else has it
         os.link(mine, lock)
         return fd
     except FileExistsError:
@@ -485,12 +500,15 @@ def _take_launch_lock(directory: Path) -> int | None:
         os.close(fd)
         raise
     finally:
-        mine.unlink()
+        os.unlink(mine)
     fd = os.open(lock, os.O_RDONLY)
-    if _try_lock(fd):
-        return fd
-    os.close(fd)
-    return None
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while not _try_lock(fd):
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            return None
+        time.sleep(0.05)
+    return fd
 
 
 def _try_lock(fd: int) -> bool:
