@@ -16,7 +16,7 @@ from gpujobs.resources import Artifacts
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
-FileName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
+FileName = Annotated[str, Path(pattern=service.NAME.pattern)]
 
 
 def _store(request: Request, job_id: str) -> store.ArtifactStore:
@@ -63,13 +63,16 @@ async def download_artifact(
 ) -> StreamingResponse:
     job = jobs.get(session, principal=principal, job_id=job_id)
     session.rollback()
-    chunks = await anyio.to_thread.run_sync(
+    download = await anyio.to_thread.run_sync(
         lambda: service.open_file(store=_store(request, job.id), job=job, step=step, name=name)
     )
     return StreamingResponse(
-        _iterate(chunks),
+        _iterate(download.chunks),
         media_type="application/octet-stream",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "Content-Length": str(download.size),  # the manifest's: a shorter body is cut short
+        },
     )
 
 
