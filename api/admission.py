@@ -8,7 +8,10 @@ scheduler will (api.estimates.planning.weigh: the same snapshot and decide() its
 the policy as it will run (api.placement.quote). The hold is the quote's 90th percentile
 (quote.HOLD_PERCENTILE): budgets count it until the job ends, less what the job has spent.
 Admissions of one team are serialized on its budget row (SELECT ... FOR UPDATE), so concurrent
-submits see each other's holds and cannot overshoot.
+submits see each other's holds and cannot overshoot. A running job holds at least its burn until
+the next checks, and the reconciler stops running jobs whose team would pass its budget
+(api.budgets.enforcement): a job that understates `estimated_hours` is held to its budget while
+it runs, not only here.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from api.budgets import repository as budgets
-from api.budgets.service import remaining_usd
+from api.budgets.service import commitment_us, remaining_usd
 from api.errors import BudgetExceeded, InvalidRequest
 from api.estimates import feasibility, planning
 from api.estimates.service import slots
@@ -56,10 +59,20 @@ class Admission:
         feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
         if spec.estimated_hours is None:
             return None  # without a work estimate there is nothing to quote; the scheduler checks
+        settings = self._settings or get_settings()
         team = session.get(Team, team_id)
         team_name = team.name if team is not None else team_id
         budget = budgets.lock(session, team_id=team_id)
-        remaining = None if budget is None else remaining_usd(session, team_id=team_id, now=now)
+        remaining = (
+            None
+            if budget is None
+            else remaining_usd(
+                session,
+                team_id=team_id,
+                now=now,
+                horizon_us=commitment_us(settings.reconcile_interval_s),
+            )
+        )
         weighed = planning.weigh(
             session,
             spec=spec,
@@ -68,7 +81,7 @@ class Admission:
             now=now,
             catalog=catalog,
             priors=self._priors or default_priors(),
-            settings=self._settings or get_settings(),
+            settings=settings,
             remaining_budget=None,  # compared below, with the numbers in the message
         )
         if weighed.decision == "reject":

@@ -1,7 +1,15 @@
-"""One reconciling pass: observe every open attempt and move its job accordingly.
+"""One reconciling pass: observe every open attempt and move its job accordingly, then hold
+teams to their budgets while their jobs run.
 
 Observations (launcher IO) happen outside transactions; applying one locks the attempt and the
 job and re-checks that the attempt is still open, so two passes never close it twice.
+
+Budgets: `api.budgets.enforcement.decide` names the running jobs whose team's spend plus holds
+would pass its budget before the next check; each is asked to stop (SIGTERM: the trainer
+checkpoints) with its attempt marked, and when the launcher reports it gone the job fails
+(on_budget_exceeded: reject) or goes back to PENDING without its hold (defer), resumed from its
+checkpoint once the scheduler finds budget for it. Neither spends a restart or counts as a
+preemption.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from api import metrics
+from api.budgets import enforcement
+from api.budgets.service import commitment_us, running_ledgers
 from api.catalog.repository import mark_outage
 from api.database import read_session, transaction
 from api.jobs import lifecycle
@@ -29,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 def reconcile_once(cp: ControlPlane) -> int:
-    """Returns how many attempts changed."""
+    """Returns how many attempts changed (closed, moved, or asked to stop for a budget)."""
     with read_session(cp.factory) as session:
         rows = [(attempt.id, job.status) for job, attempt in repo.open_attempts(session)]
     changed = 0
@@ -38,7 +48,47 @@ def reconcile_once(cp: ControlPlane) -> int:
             changed += reconcile_attempt(cp, attempt_id=attempt_id, job_status=job_status)
         except Exception:
             log.exception("reconciling attempt %s failed; next pass retries", attempt_id)
+    try:
+        changed += enforce_budgets(cp)
+    except Exception:
+        log.exception("enforcing budgets failed; next pass retries")
     return changed
+
+
+# attempt.stop_reason of an attempt stopped for its team's budget, by on_budget_exceeded.
+BUDGET_STOPS: dict[enforcement.OnBudgetExceeded, str] = {
+    "reject": "budget_reject",
+    "defer": "budget_defer",
+}
+
+
+def enforce_budgets(cp: ControlPlane) -> int:
+    """Ask the running jobs that would take their team past its budget to stop; returns how
+    many were asked. After the pass's observations, so that spend counts what just ended."""
+    now = cp.clock()
+    interval = cp.settings.reconcile_interval_s
+    with read_session(cp.factory) as session:
+        ledgers = running_ledgers(session, now=now, horizon_us=commitment_us(interval))
+    stops = enforcement.decide(ledgers, tick_us=enforcement.tick_us(interval))
+    return sum(_stop_for_budget(cp, stop=stop) for stop in stops)
+
+
+def _stop_for_budget(cp: ControlPlane, *, stop: enforcement.Stop) -> int:
+    with transaction(cp.factory) as session:
+        attempt = repo.open_attempt(session, job_id=stop.job_id, for_update=True)
+        if attempt is None or attempt.stop_reason is not None or attempt.launch_handle is None:
+            return 0  # ended, or already being stopped (a cancel, a migration, a budget)
+        job = repo.job_for_update(session, job_id=stop.job_id)
+        if job is None or job.status != JobStatus.RUNNING.value:
+            return 0
+        attempt.stop_reason = BUDGET_STOPS[stop.action]
+        # Shown at once; the job stays RUNNING while its trainer checkpoints, and the status
+        # switch when it has exited records this reason in the job's events.
+        job.status_reason = stop.reason
+        handle = attempt.launch_handle
+    log.warning("job %s: %s", stop.job_id, stop.reason)
+    stop_attempt(cp, handle=handle)
+    return 1
 
 
 def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> int:
@@ -105,7 +155,12 @@ def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> in
         job = repo.job_for_update(session, job_id=attempt.job_id)
         assert job is not None
         spec = JobSpec.from_stored(job.spec)
-        result = outcome(
+        result = _budget_outcome(
+            observation=observation,
+            job_status=JobStatus(job.status),
+            stop_reason=attempt.stop_reason,
+            reason=job.status_reason,
+        ) or outcome(
             observation=observation,
             job_status=JobStatus(job.status),
             stop_reason=attempt.stop_reason,
@@ -121,7 +176,34 @@ def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> in
             _close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
             _observe_capacity(session, cp=cp, attempt=attempt, result=result, now=now)
         _move_job(session, job=job, attempt=attempt, result=result)
+        if result.end_reason == BUDGET_PAUSED:
+            # It waits like a job deferred at submit: the scheduler places it again only when
+            # the budget can hold its quote, and it holds it from then on.
+            job.holds_budget = False
     return 1
+
+
+BUDGET_STOPPED = "budget_stopped"  # end_reason of an attempt stopped for its team's budget
+BUDGET_PAUSED = "budget_paused"  # likewise, its job waiting for budget
+
+
+def _budget_outcome(
+    *, observation: Observation, job_status: JobStatus, stop_reason: str | None, reason: str | None
+) -> Outcome | None:
+    """An attempt stopped for its team's budget has exited: the job fails (reject) or waits for
+    budget (defer, through PREEMPTED like a preemption), resuming from its checkpoint. Not a
+    failure (no restart spent) nor a preemption. None: not such an attempt, or not over (one
+    that finished before the stop took effect succeeded)."""
+    state = observation.state
+    if stop_reason not in BUDGET_STOPS.values() or state in {*STILL_THERE, ObservedState.SUCCEEDED}:
+        return None
+    via_running = (JobStatus.RUNNING,) if job_status == JobStatus.SCHEDULED else ()
+    if not (reason and reason.startswith(enforcement.BUDGET_EXCEEDED)):
+        reason = enforcement.BUDGET_EXCEEDED  # the decision's own words were overwritten
+    if stop_reason == BUDGET_STOPS["defer"]:
+        path = (*via_running, JobStatus.PREEMPTED, JobStatus.PENDING)
+        return Outcome(BUDGET_PAUSED, path, reason, started=True)
+    return Outcome(BUDGET_STOPPED, (*via_running, JobStatus.FAILED), reason, started=True)
 
 
 def _close(

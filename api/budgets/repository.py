@@ -6,8 +6,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from api.models import Job, JobAttempt, Team, TeamBudget
@@ -36,18 +37,92 @@ def lock(session: Session, *, team_id: str) -> TeamBudget | None:
     ).first()
 
 
-def holds(session: Session, *, team_id: str | None) -> dict[str, tuple[str, int]]:
-    """Unfinished jobs that hold part of a team's (or, None, every team's) budget:
-    job id -> (team id, micro-dollars held)."""
+def _runs() -> ColumnElement[bool]:
+    """The job has an attempt that started and has not ended: it burns money now."""
+    return exists().where(
+        JobAttempt.job_id == Job.id,
+        JobAttempt.started_at.is_not(None),
+        JobAttempt.ended_at.is_(None),
+    )
+
+
+def commitments(session: Session, *, team_id: str | None) -> dict[str, tuple[str, int | None]]:
+    """Unfinished jobs that commit part of a team's (or, None, every team's) budget: those that
+    hold their quote, and those that run: job id -> (team id, micro-dollars of the hold, None
+    when it holds none)."""
     active = [s.value for s in JobStatus if not s.terminal]
-    query = select(Job.id, Job.team_id, Job.quote_hold_microusd).where(
-        Job.holds_budget.is_(True),
-        Job.status.in_(active),
-        Job.quote_hold_microusd.is_not(None),
+    holding = and_(Job.holds_budget.is_(True), Job.quote_hold_microusd.is_not(None))
+    query = select(Job.id, Job.team_id, Job.holds_budget, Job.quote_hold_microusd).where(
+        Job.status.in_(active), or_(holding, _runs())
     )
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
-    return {job_id: (owner, int(hold)) for job_id, owner, hold in session.execute(query)}
+    return {
+        job_id: (owner, _hold(holds, hold)) for job_id, owner, holds, hold in session.execute(query)
+    }
+
+
+def _hold(holds_budget: bool, hold: int | None) -> int | None:
+    return int(hold) if holds_budget and hold is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A running job of a team that has a budget, as budget enforcement needs it."""
+
+    job_id: str
+    team_id: str
+    team_name: str
+    budget_microusd: int
+    priority: int
+    spec: dict[str, Any]
+    hold_microusd: int | None  # while it holds its quote
+    started_at: datetime  # its open attempt's
+    stopping: bool  # a stop was asked of its open attempt
+
+
+def running_under_budget(session: Session) -> list[Running]:
+    """RUNNING jobs with a started, open attempt, of teams that have a budget, by team name."""
+    query = (
+        select(
+            Job.id,
+            Job.team_id,
+            Team.name,
+            TeamBudget.monthly_microusd,
+            Job.priority,
+            Job.spec,
+            Job.holds_budget,
+            Job.quote_hold_microusd,
+            JobAttempt.started_at,
+            JobAttempt.stop_reason,
+        )
+        .join(JobAttempt, JobAttempt.job_id == Job.id)
+        .join(TeamBudget, TeamBudget.team_id == Job.team_id)
+        .join(Team, Team.id == Job.team_id)
+        .where(
+            Job.status == JobStatus.RUNNING.value,
+            JobAttempt.started_at.is_not(None),
+            JobAttempt.ended_at.is_(None),
+        )
+        .order_by(Team.name, Job.id, JobAttempt.number)
+    )
+    found: dict[str, Running] = {}
+    for row in session.execute(query):
+        job_id, owner, name, monthly, priority, spec, holds, hold, started, stop = row
+        # One open attempt per job; should there be more, the last one counts, stopping if any is.
+        stopping = stop is not None or (job_id in found and found[job_id].stopping)
+        found[job_id] = Running(
+            job_id=job_id,
+            team_id=owner,
+            team_name=name,
+            budget_microusd=int(monthly),
+            priority=priority,
+            spec=spec or {},
+            hold_microusd=_hold(holds, hold),
+            started_at=started,
+            stopping=stopping,
+        )
+    return list(found.values())
 
 
 def teams(session: Session, *, team_id: str | None) -> list[tuple[str, str, int | None]]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.budgets.service import remaining_usd
+from api.budgets.service import commitment_us, remaining_usd
 from api.database import transaction
-from api.money import month_start
+from api.money import US_PER_HOUR, month_start
 from tests.budgets.support import ADMIN, add_attempt, team_id
 
 URL = "/v1/admin/teams/team-a/budget"
@@ -78,7 +79,10 @@ def test_remaining_counts_running_attempts_up_to_now(
         assert remaining_usd(session, team_id=owner, now=now) is None
     client.put(URL, json={"monthly_usd": 100}, headers=ADMIN)
     with transaction(session_factory) as session:
-        assert remaining_usd(session, team_id=owner, now=now) == 92.5
+        assert remaining_usd(session, team_id=owner, now=now, horizon_us=0) == 92.5
+        # A running job also holds its burn until the next checks (api.budgets.enforcement).
+        held = 2.5 * commitment_us() / US_PER_HOUR
+        assert remaining_usd(session, team_id=owner, now=now) == pytest.approx(92.5 - held)
 
 
 def test_bad_budget_requests_name_the_field(client: TestClient, auth: dict[str, str]) -> None:
