@@ -22,8 +22,8 @@ from api.http import Admission, BodyLimit, install_error_handlers
 from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
-from api.logs.endpoints import LogReader
 from api.logs.followers import Followers
+from api.logs.reader import LogReader
 from api.openapi import install_openapi, operation_id
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings

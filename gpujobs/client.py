@@ -3,7 +3,7 @@
     from gpujobs.client import Client
 
     with Client() as gj:                      # url and token: see gpujobs.config
-        job = gj.submit("examples/gpt-small.yaml")
+        job = gj.submit("examples/first-run.yaml")
         done = gj.wait(job.id, on_progress=lambda j: print(j.status))
 
 Every call retries connection errors, 5xx and 429 with exponential backoff and full jitter (a
@@ -266,20 +266,25 @@ class Client(_Base):
             time.sleep(pause)
 
     @overload
-    def logs(self, job: str, *, follow: Literal[False] = False) -> str: ...
+    def logs(self, job: str, *, follow: Literal[False] = False, tail: int | None = None) -> str: ...
 
     @overload
-    def logs(self, job: str, *, follow: Literal[True]) -> Iterator[str]: ...
+    def logs(
+        self, job: str, *, follow: Literal[True], tail: int | None = None
+    ) -> Iterator[str]: ...
 
-    def logs(self, job: str, *, follow: bool = False) -> str | Iterator[str]:
-        """The job's log text; with `follow=True`, an iterator of chunks as they are written."""
+    def logs(
+        self, job: str, *, follow: bool = False, tail: int | None = None
+    ) -> str | Iterator[str]:
+        """The job's log text; with `follow=True`, an iterator of chunks as they are written;
+        with `tail=N`, each attempt's output starts N bytes before its end."""
         if not follow:
-            return self._call(ops.logs(job))
-        return self._follow(job)
+            return self._call(ops.logs(job, tail=tail))
+        return self._follow(job, tail=tail)
 
-    def _follow(self, job: str) -> Iterator[str]:
+    def _follow(self, job: str, *, tail: int | None) -> Iterator[str]:
         response = self._send(
-            ops.logs(job, follow=True), stream=True, timeout=self._follow_timeout()
+            ops.logs(job, follow=True, tail=tail), stream=True, timeout=self._follow_timeout()
         )
         try:
             yield from response.iter_text()
@@ -454,13 +459,13 @@ class AsyncClient(_Base):
                 return current
             await asyncio.sleep(pause)
 
-    async def logs(self, job: str) -> str:
-        return await self._call(ops.logs(job))
+    async def logs(self, job: str, *, tail: int | None = None) -> str:
+        return await self._call(ops.logs(job, tail=tail))
 
-    async def follow_logs(self, job: str) -> AsyncIterator[str]:
+    async def follow_logs(self, job: str, *, tail: int | None = None) -> AsyncIterator[str]:
         """Chunks of the job's log as they are written (`?follow=true`)."""
         response = await self._send(
-            ops.logs(job, follow=True), stream=True, timeout=self._follow_timeout()
+            ops.logs(job, follow=True, tail=tail), stream=True, timeout=self._follow_timeout()
         )
         try:
             async for chunk in response.aiter_text():

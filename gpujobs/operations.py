@@ -87,8 +87,10 @@ def events(job: str) -> Operation[builtins.list[JobEvent]]:
     return Operation("GET", f"/v1/jobs/{job}/events", _model(builtins.list[JobEvent]))
 
 
-def logs(job: str, *, follow: bool = False) -> Operation[str]:
+def logs(job: str, *, follow: bool = False, tail: int | None = None) -> Operation[str]:
     params = {"follow": "true"} if follow else {}
+    if tail is not None:
+        params["tail"] = str(tail)
     return Operation("GET", f"/v1/jobs/{job}/logs", _text, params=params)
 
 

@@ -18,6 +18,7 @@ from api.auth import revoke_job_tokens
 from api.errors import IllegalTransition
 from api.models import Job, JobEvent, utcnow
 from gpujobs.resources import JobStatus
+from gpujobs.runtime import TERMINATION_MESSAGE_MAX_BYTES
 
 S = JobStatus
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
@@ -29,6 +30,11 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),
 }
+# A reason may quote a trainer (its termination message, its last lines): a team's code, as
+# long as it likes, and every read of the job and its events returns it. Room for a whole
+# termination message (Kubernetes' limit) and the words around it; whatever a launcher says.
+REASON_MAX_CHARS = TERMINATION_MESSAGE_MAX_BYTES + 1024
+REASON_END_CHARS = 256  # kept after a cut: "; restart 1 of 3"
 
 
 def can_switch(current: JobStatus, to: JobStatus) -> bool:
@@ -54,6 +60,7 @@ def switch_status(
     if not can_switch(current, to):
         raise IllegalTransition(f"job {job.id} cannot go from {current} to {to}")
     now = utcnow()
+    reason = capped_reason(reason)
     job.status = to.value
     job.status_reason = reason
     job.updated_at = now
@@ -71,6 +78,16 @@ def switch_status(
         # An ended job's trainers have nothing left to report, whichever path ended it.
         revoke_job_tokens(session, job_id=job.id, now=now)
     return True
+
+
+def capped_reason(reason: str | None) -> str | None:
+    """At most REASON_MAX_CHARS: a long reason loses its middle, and says how much."""
+    if reason is None or len(reason) <= REASON_MAX_CHARS:
+        return reason
+    longest_marker = len(f" [... {len(reason)} characters cut ...] ")
+    head = REASON_MAX_CHARS - REASON_END_CHARS - longest_marker
+    cut = len(reason) - head - REASON_END_CHARS
+    return f"{reason[:head]} [... {cut} characters cut ...] {reason[-REASON_END_CHARS:]}"
 
 
 def record_created(session: Session, job: Job, *, data: dict[str, Any] | None = None) -> None:

@@ -1,12 +1,15 @@
-"""GET /v1/jobs/{id}/logs: every attempt's output in order; `?follow=true` streams until the end.
+"""GET /v1/jobs/{id}/logs: every attempt's output in order; `?follow=true` streams until the end,
+`?tail=N` starts each attempt's output N bytes before its end.
 
-The API reads logs through a `LogReader` installed by the composition root (the launcher's
-`logs`), so `api` stays free of launcher code.
+The API reads logs through a `LogReader` (api.logs.reader) installed by the composition root,
+so `api` stays free of launcher code. A log is as large as a trainer makes it: it is streamed a
+bounded chunk at a time, and a follower reads only what is new since its last pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import codecs
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 import anyio
@@ -21,10 +24,10 @@ from api.errors import DomainError
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
 from api.jobs import repository, service
 from api.logs.followers import Followers, Lease
+from api.logs.reader import LogChunk, LogReader
 from api.models import Job, JobAttempt
 from gpujobs.resources import ErrorBody, JobStatus
 
-LogReader = Callable[..., Iterator[str]]  # (handle, *, follow) -> chunks of text
 POLL_S = 1.0
 LOAD_RETRIES = 5
 # Log reads run in threads of their own, a few at a time, so followers never take the threads
@@ -57,6 +60,14 @@ def job_logs(
     session: SessionDep,
     principal: PrincipalDep,
     follow: Annotated[bool, Query(description="Keep streaming until the job ends.")] = False,
+    tail: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            description="Only the end of each attempt's output: start this many bytes "
+            "before the end it has when first read.",
+        ),
+    ] = None,
 ) -> StreamingResponse:
     job = service.get(session, principal=principal, job_id=job_id)
     job_id, team_id = job.id, job.team_id
@@ -74,6 +85,7 @@ def job_logs(
         reader=reader,
         job_id=job_id,
         follow=follow,
+        tail=tail,
         lease=lease,
     )
     return StreamingResponse(
@@ -100,12 +112,13 @@ async def _stream(
     reader: LogReader,
     job_id: str,
     follow: bool,
+    tail: int | None,
     lease: Lease | None,
 ) -> AsyncIterator[str]:
     """A follower polls: each pass reads what is new, one chunk per thread hop, then waits with
     an async sleep. So an idle follower holds no thread and no connection, and a disconnect
     (noticed while waiting, or by the server cancelling the stream) ends it."""
-    sent: dict[str, int] = {}  # attempt id -> characters already streamed
+    logs: dict[str, _AttemptLog] = {}  # attempt id -> where its streaming stands
     failures = 0
     finished: set[str] = set()  # attempts whose whole log has been streamed
     limiter = _read_threads()
@@ -127,17 +140,22 @@ async def _stream(
             for attempt in attempts:
                 if attempt.launch_handle is None or attempt.id in finished:
                     continue
-                if attempt.id not in sent:
-                    sent[attempt.id] = 0
+                if attempt.id not in logs:
+                    logs[attempt.id] = _AttemptLog(offset=-tail if tail else 0)
                     yield _header(attempt)
-                # Read without the reader's own follow (it would block a thread while idle);
-                # what was already streamed is skipped.
-                async for new in _unsent(reader(attempt.launch_handle, follow=False),
-                                         skip=sent[attempt.id], limiter=limiter):  # fmt: skip
-                    sent[attempt.id] += len(new)
-                    yield new
-                if attempt.ended_at is not None:
-                    finished.add(attempt.id)  # closed only once its processes were gone
+                log = logs[attempt.id]
+                chunks = reader(attempt.launch_handle, offset=log.offset)
+                async for chunk in _chunks(chunks, limiter=limiter):
+                    if text := log.take(chunk):
+                        yield text
+                # Nothing read from an offset before the end: the log is empty so far, so its
+                # tail is too, and everything written from now on is new.
+                log.offset = max(log.offset, 0)
+                if attempt.ended_at is not None or not follow:
+                    # Closed only once its processes were gone: its log is whole.
+                    finished.add(attempt.id)
+                    if text := log.close():
+                        yield text
             if not follow or job is None or JobStatus(job.status).terminal:
                 return
             for _ in range(int(POLL_S / 0.25)):
@@ -149,18 +167,30 @@ async def _stream(
             lease.release()
 
 
-async def _unsent(
-    chunks: Iterator[str], *, skip: int, limiter: anyio.CapacityLimiter
-) -> AsyncIterator[str]:
-    """The text after the first `skip` characters, a thread hop per chunk."""
+class _AttemptLog:
+    """Where an attempt's log stands in a stream: the next byte to read, and the decoder that
+    holds a character split between two reads."""
+
+    def __init__(self, *, offset: int) -> None:
+        self.offset = offset
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def take(self, chunk: LogChunk) -> str:
+        self.offset = chunk.start + len(chunk.data)
+        return self._decoder.decode(chunk.data)
+
+    def close(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
+
+async def _chunks(
+    chunks: Iterator[LogChunk], *, limiter: anyio.CapacityLimiter
+) -> AsyncIterator[LogChunk]:
+    """A thread hop per chunk: the reader's IO never runs on the event loop."""
     while (
         chunk := await anyio.to_thread.run_sync(next, chunks, None, limiter=limiter)
     ) is not None:
-        if len(chunk) <= skip:
-            skip -= len(chunk)
-            continue
-        yield chunk[skip:]
-        skip = 0
+        yield chunk
 
 
 def _load(factory: sessionmaker[Session], job_id: str) -> tuple[list[JobAttempt], Job | None]:

@@ -26,6 +26,7 @@ from api.settings import Settings
 from worker.control import build_control_plane
 from worker.launchers.base import LaunchRequest
 from worker.launchers.local import LocalLauncher
+from worker.log_reader import log_reader
 from worker.loops import InProcessLoops
 from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
@@ -72,7 +73,7 @@ def main() -> int:
     loops.schedule.step = counted("schedule", schedule_once)
     loops.reconcile.step = counted("reconcile", reconcile_once)
     app = create_app(
-        settings, session_factory=factory, nudge=loops.nudge, logs=control.launcher.logs
+        settings, session_factory=factory, nudge=loops.nudge, logs=log_reader(control.launcher)
     )
     loops.start()
     try:

@@ -96,7 +96,7 @@ def live_api(home: Path) -> Iterator[LiveApi]:
         settings,
         session_factory=factory,
         nudge=lambda task, job_id: None,
-        logs=LocalLauncher(root=attempts_root).logs,
+        logs=LocalLauncher(root=attempts_root).read_log,
     )
     port = free_port()
     server = uvicorn.Server(

@@ -20,12 +20,14 @@ directory and the job's checkpoint directory:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fcntl
 import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
+from api.logs.reader import CHUNK_BYTES, LogChunk
 from gpujobs.runtime import (
     ENV_RUN_CONFIG,
     ENV_TERMINATION_LOG,
@@ -137,9 +140,9 @@ class LocalLauncher:
                 ENV_RUN_CONFIG: str(config),
                 ENV_TERMINATION_LOG: str(directory / TERMINATION_LOG),
             },
+            home=str(work),
             s3=self.s3,
             host=Host(
-                home=str(work),
                 server_environ=self.server_environ,
                 bin_dir=str(Path(self.trainer_python).parent),
                 python_path=self.python_path,
@@ -203,7 +206,7 @@ class LocalLauncher:
             return Observation(ObservedState.PREEMPTED, exit_code=code, message=reason)
         if code is None:
             return Observation(ObservedState.LOST, message="the process group disappeared")
-        reported = _read(directory / TERMINATION_LOG)
+        reported = _trainer_message(directory)
         if reported is not None:
             # The trainer said why it cannot run. Under torchrun the failed rank's 78 reaches us
             # as torchrun's own 1: the rank's message is what tells the kind of failure.
@@ -250,22 +253,41 @@ class LocalLauncher:
         return [PREFIX + directory.name for directory in draining]
 
     def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]:
+        """The trainer's output as text, a bounded chunk at a time (read_log); following, each
+        pass reads only what came after the last."""
         directory = self._dir(handle)
-        path = directory / "trainer.log"
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         position = 0
         while True:
-            if path.exists():
-                with open(path, encoding="utf-8", errors="replace") as log:
-                    log.seek(position)
-                    chunk = log.read()
-                    position = log.tell()
-                if chunk:
-                    yield chunk
-            if not follow or not self._alive(directory):
-                if follow and path.exists() and path.stat().st_size > position:
-                    continue
-                return
-            time.sleep(0.5)
+            for chunk in self.read_log(handle, offset=position):
+                position = chunk.start + len(chunk.data)
+                if text := decoder.decode(chunk.data):
+                    yield text
+            if follow and self._alive(directory):
+                time.sleep(0.5)
+            elif not follow or _size(directory / "trainer.log") <= position:
+                break
+        if rest := decoder.decode(b"", final=True):
+            yield rest
+
+    def read_log(self, handle: str, *, offset: int = 0) -> Iterator[LogChunk]:
+        """The attempt's log from byte `offset` (from the end when negative) to where it ends
+        now, in chunks of at most CHUNK_BYTES (api.logs.reader.LogReader): a trainer makes its
+        log as large as it likes, and a reader must not hold it whole."""
+        fd = _open_regular(self._dir(handle) / "trainer.log")
+        if fd is None:
+            return
+        try:
+            end = os.fstat(fd).st_size  # what a trainer writes meanwhile is the next read's
+            position = max(0, end + offset) if offset < 0 else offset
+            while position < end:
+                data = os.pread(fd, min(CHUNK_BYTES, end - position), position)
+                if not data:
+                    return  # the trainer truncated its log (its stdout) meanwhile
+                yield LogChunk(start=position, data=data)
+                position += len(data)
+        finally:
+            os.close(fd)
 
     # Internals ---------------------------------------------------------------------------------
 
@@ -439,7 +461,16 @@ class LocalLauncher:
         """Every live process of the attempt, wherever it is in the process tree: they all
         start in the attempt's directory (or its work/) with its run config in their
         environment, and keep both when they leave the group (torchrun's ranks) or are
-        orphaned."""
+        orphaned.
+
+        Only processes the attempt's own uids run count (they keep it open, and billed): its
+        supervisor, the server's, which only root or the server can start in the attempt's
+        directory; and its trainers, the job's uid (the owner of work/). Any uid can put the
+        run config's path, which every command line shows, into its own environment: another
+        job's process that does must not keep this attempt running, nor be killed with it.
+        When the server is not root, every trainer is the server's user (docs/security.md)."""
+        server = os.geteuid()
+        job = _owner(directory / "work")  # chowned to the job's uid at launch
         run_config = f"{ENV_RUN_CONFIG}={directory / 'run_config.json'}".encode()
         homes = (str(directory), str(directory / "work"))
         found = []
@@ -447,11 +478,16 @@ class LocalLauncher:
             if not entry.name.isdigit():
                 continue
             try:
+                uid = _real_uid(entry)
+                if uid not in (server, job):
+                    continue
                 in_directory = os.readlink(entry / "cwd") in homes
-                if not in_directory and run_config not in (entry / "environ").read_bytes():
+                if not in_directory and (
+                    uid != job or run_config not in (entry / "environ").read_bytes()
+                ):
                     continue
             except OSError:
-                continue  # gone meanwhile, or not ours to read
+                continue  # gone meanwhile
             if _start_time(int(entry.name)) is not None:  # zombies have exited
                 found.append(int(entry.name))
         return found
@@ -548,23 +584,86 @@ def _write(path: Path, text: str) -> None:
 
 
 def _read(path: Path) -> str | None:
+    """A file of the launcher's own, which no trainer can write."""
     try:
         return path.read_text()
     except FileNotFoundError:
         return None
 
 
+def _open_regular(path: Path) -> int | None:
+    """A descriptor of the regular file at `path`, or None. The trainer's files are a team's
+    output: a link is not followed (it could name a secret of the server's, or
+    /proc/self/environ, which the server reads as itself), and a FIFO or device is not read
+    (opening it blocks the reconciler until someone writes to it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # missing, or a link (ELOOP)
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _tail(fd: int, limit: int = TERMINATION_MESSAGE_MAX_BYTES) -> str:
+    """The last `limit` bytes of an open file, as text: a failure's cause is written last."""
+    end = os.fstat(fd).st_size
+    return os.pread(fd, limit, max(0, end - limit)).decode("utf-8", errors="replace")
+
+
+def _trainer_message(directory: Path) -> str | None:
+    """The trainer's termination message (why it could not run), at most
+    TERMINATION_MESSAGE_MAX_BYTES of it. The trainer writes it in its own directory: only a
+    regular file its own uid owns, linked nowhere else, is read. (A hard link to someone
+    else's file keeps that file's owner; a kernel with fs.protected_hardlinks=0 lets any uid
+    make one.)"""
+    fd = _open_regular(directory / TERMINATION_LOG)
+    if fd is None:
+        return None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != _owner(directory / "work") or info.st_nlink != 1:
+            return None
+        return _tail(fd).strip()
+    finally:
+        os.close(fd)
+
+
 def _last_lines(path: Path, lines: int = 3) -> str | None:
     """The end of a failed trainer's output: usually the error that ended it."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - TERMINATION_MESSAGE_MAX_BYTES))
-            tail = log.read().decode("utf-8", errors="replace")
-    except OSError:
+    fd = _open_regular(path)
+    if fd is None:
         return None
+    try:
+        tail = _tail(fd)
+    finally:
+        os.close(fd)
     kept = [line.rstrip() for line in tail.splitlines() if line.strip()][-lines:]
     return "\n".join(kept) or None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.lstat().st_uid
+    except FileNotFoundError:
+        return None
+
+
+def _real_uid(process: Path) -> int:
+    """Who runs a process (/proc/<pid>): its real uid. Not the owner of the files in
+    /proc/<pid>, which are root's for any process that makes itself undumpable."""
+    for line in (process / "status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise OSError(f"{process}/status names no uid")
 
 
 def _read_int(path: Path) -> int | None:
