@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -120,6 +121,29 @@ class StrictModel(BaseModel):
     # strict: no "10" -> 10 or true -> 1; enum and datetime fields opt out (JSON has only strings).
     model_config = ConfigDict(extra="forbid", frozen=False, strict=True, allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_text(cls, value: Any) -> Any:
+        # JSON may escape half a surrogate pair ("\ud800") and Python decodes it into a str that
+        # no encoder takes back: a string field without a constraint (an option, an env key)
+        # passed validation, and the job's JSON, row or error message failed later with a 500.
+        # Checked here for every string of every model, keys included, before anything else.
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "unicode_text",
+                    "the {what} is not valid Unicode text: it holds a lone surrogate ({surrogate})",
+                    {"what": what, "surrogate": _first_surrogate(text)},
+                ),
+                loc=at,
+                input=_escaped(text),
+            )
+            for at, what, text in _not_text(value)
+        ]
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return value
+
 
 class AmpDtype(StrEnum):
     BF16 = "bf16"
@@ -185,6 +209,18 @@ class TrainerSpec(StrictModel):
     )
     grad_accum_steps: int = Field(1, ge=1, le=4096)
     grad_checkpointing: bool = False
+    compile: bool = Field(
+        False,
+        description="torch.compile the model: faster steps on a GPU after a compile of a "
+        "minute or so at each start (each attempt, each resume).",
+    )
+    deterministic: bool = Field(
+        False,
+        description="Deterministic kernels (torch.use_deterministic_algorithms, "
+        "CUBLAS_WORKSPACE_CONFIG, no nondeterministic attention): a run resumed after a "
+        "preemption ends bitwise equal to an uninterrupted one on the same GPU model, at some "
+        "cost in speed. On a CPU runs are bitwise exact either way.",
+    )
     learning_rate: float = Field(3e-4, gt=0, le=10)
     max_grad_norm: float | None = Field(1.0, gt=0)
     seed: int = Field(0, ge=0, le=2**32 - 1)
@@ -349,6 +385,42 @@ class JobSpec(StrictModel):
         if self.deadline_hours is not None:
             return submitted_at + timedelta(hours=self.deadline_hours)
         return None
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _first_surrogate(value: str) -> str:
+    return next(f"\\u{ord(c):04x}" for c in value if "\ud800" <= c <= "\udfff")
+
+
+def _escaped(value: str) -> str:
+    """`value` with every lone surrogate written as its escape, so a message can show it."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _not_text(value: Any) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
+    """(where, "key" or "value", the string) for each string in decoded JSON that is not valid
+    Unicode text. Iterative: the body may nest as deep as the JSON decoder allows."""
+    pending: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while pending:
+        at, item = pending.pop()
+        if isinstance(item, str):
+            if not _is_text(item):
+                yield at, "value", item
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and not _is_text(key):
+                    yield (*at, _escaped(key)), "key", key
+                else:
+                    pending.append(((*at, key), inner))
+        elif isinstance(item, list | tuple):
+            pending.extend(((*at, index), inner) for index, inner in enumerate(item))
 
 
 def _located(keys: list[str], kind: str, message: str) -> ValidationError:

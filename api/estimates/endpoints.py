@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api.estimates import service
-from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
+from api.http import ERROR_RESPONSES, PrincipalDep, respond
 from gpujobs.plans import Estimate
 from gpujobs.spec import JobSpec
 
@@ -13,14 +13,13 @@ router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RE
 
 
 @router.post("", response_model=Estimate)
-def estimate(
-    request: Request, spec: JobSpec, session: SessionDep, principal: PrincipalDep
-) -> Response:
+def estimate(request: Request, spec: JobSpec, principal: PrincipalDep) -> Response:
     team = principal.team_name if principal.team_id else ""  # the admin token has no team
     settings = request.app.state.settings
     return respond(
         service.estimate(
-            session,
+            # Not the request's session: the estimate reads, closes its own, then computes.
+            request.app.state.session_factory,
             principal=principal,
             spec=spec,
             workload_prefixes=settings.workload_prefixes_for(team),

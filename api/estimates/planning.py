@@ -1,16 +1,19 @@
 """Weigh a spec the way the scheduler will: the same snapshot (learned rates, restart time,
 reservations, budgets, capacity known gone, the checkpoint cost the team's earlier run of the
 trainer measured), decide() itself, and every plan it considered.
-The estimate endpoint and admission at submit both call `weigh`."""
+Admission at submit calls `weigh`. The estimate endpoint reads first (`read`) and weighs once
+its session is closed: a year-long quote computes for seconds and must hold no connection (on
+SQLite, no lock) meanwhile."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from api.errors import InvalidRequest
-from api.placement import Estimate, estimate, world
+from api.placement import Estimate, JobState, Snapshot, estimate, world
 from api.placement.checkpoints import checkpoint_cost, checkpoint_key
 from api.placement.repository import learned_checkpoint_costs, learned_gpu_rates
 from api.placement.snapshot import prospective
@@ -33,7 +36,19 @@ def require_estimate(spec: JobSpec) -> float:
     return spec.estimated_hours
 
 
-def weigh(
+@dataclass(frozen=True, slots=True)
+class Weighing:
+    """What weighing a spec reads from the database: the spec as a pending job, and the world
+    the scheduler would see. Weighing it (decide(), the quote) is pure computation."""
+
+    job: JobState
+    snapshot: Snapshot
+
+    def weigh(self, *, limit: int = 20) -> Estimate:
+        return estimate(self.snapshot, self.job, limit=limit)
+
+
+def read(
     session: Session,
     *,
     spec: JobSpec,
@@ -44,10 +59,8 @@ def weigh(
     priors: Priors,
     settings: Settings,
     remaining_budget: float | None,
-    limit: int = 20,
-) -> Estimate:
-    """decide()'s answer for the spec submitted now, and the plans it weighed; a spec without
-    `estimated_hours` is a 422."""
+) -> Weighing:
+    """Every read that weighing the spec needs; a spec without `estimated_hours` is a 422."""
     require_estimate(spec)
     key = (team_id, checkpoint_key(spec))
     learned = learned_checkpoint_costs(session, keys=[key]).get(key)
@@ -75,4 +88,32 @@ def weigh(
         step_hours=settings.schedule_interval_s / 3600.0,
         gpu_speeds=speeds,
     )
-    return estimate(snapshot, job, limit=limit)
+    return Weighing(job=job, snapshot=snapshot)
+
+
+def weigh(
+    session: Session,
+    *,
+    spec: JobSpec,
+    team_id: str,
+    team_name: str | None,
+    now: datetime,
+    catalog: Catalog,
+    priors: Priors,
+    settings: Settings,
+    remaining_budget: float | None,
+    limit: int = 20,
+) -> Estimate:
+    """decide()'s answer for the spec submitted now, and the plans it weighed; a spec without
+    `estimated_hours` is a 422."""
+    return read(
+        session,
+        spec=spec,
+        team_id=team_id,
+        team_name=team_name,
+        now=now,
+        catalog=catalog,
+        priors=priors,
+        settings=settings,
+        remaining_budget=remaining_budget,
+    ).weigh(limit=limit)

@@ -6,13 +6,14 @@ import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from api import workloads
 from api.auth import Principal
 from api.budgets.service import remaining_usd
 from api.catalog import views as catalog_views
-from api.estimates import feasibility, planning
+from api.database import read_session
+from api.estimates import feasibility, local_machine, planning
 from api.models import utcnow
 from api.placement import Weighed
 from api.placement.options import MAX_HOURS
@@ -35,7 +36,7 @@ def slots(session: Session, *, now: datetime) -> list[feasibility.Slot]:
 
 
 def estimate(
-    session: Session,
+    factory: sessionmaker[Session],
     *,
     principal: Principal,
     spec: JobSpec,
@@ -49,24 +50,28 @@ def estimate(
     plan loses; a spec that nothing could run is a 422 naming the field."""
     principal.require_team_token()
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
+    settings = settings or get_settings()
+    local_machine.check(spec, settings=settings)
     now = now or utcnow()
     catalog = catalog or default_catalog()
-    feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
-    planning.require_estimate(spec)
     team_id = principal.team_id
-    remaining = remaining_usd(session, team_id=team_id, now=now) if team_id else None
-    weighed = planning.weigh(
-        session,
-        spec=spec,
-        team_id=team_id,
-        team_name=principal.team_name,
-        now=now,
-        catalog=catalog,
-        priors=priors or default_priors(),
-        settings=settings or get_settings(),
-        remaining_budget=remaining,
-        limit=PLANS_SHOWN,
-    )
+    with read_session(factory) as session:
+        feasibility.check(spec, catalog, slots=lambda: slots(session, now=now))
+        remaining = remaining_usd(session, team_id=team_id, now=now) if team_id else None
+        weighing = planning.read(
+            session,
+            spec=spec,
+            team_id=team_id,
+            team_name=principal.team_name,
+            now=now,
+            catalog=catalog,
+            priors=priors or default_priors(),
+            settings=settings,
+            remaining_budget=remaining,
+        )
+    # Weighed with the session closed: a year-long quote computes for seconds, and must not hold
+    # a connection (nor, on SQLite, the database) while it does.
+    weighed = weighing.weigh(limit=PLANS_SHOWN)
     return contract.Estimate(
         decision=weighed.decision,
         reason=weighed.reason,

@@ -73,6 +73,7 @@ def submit_job(
         idempotency_key=idempotency_key,
         admission=request.app.state.admission,
         workload_prefixes=request.app.state.settings.workload_prefixes_for(principal.team_name),
+        settings=request.app.state.settings,
     )
     body = _view(session, submitted.job, principal)
     session.commit()

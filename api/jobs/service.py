@@ -17,11 +17,13 @@ from sqlalchemy.orm import Session
 from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, DomainError, InvalidRequest, NotFound
+from api.estimates import local_machine
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.checkpoints import checkpoint_key
 from api.placement.throughput import throughput_key
+from api.settings import Settings
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -62,8 +64,10 @@ def submit(
     idempotency_key: str | None,
     admission: AdmissionCheck | None = None,
     workload_prefixes: Sequence[str] = (),
+    settings: Settings | None = None,
 ) -> Submitted:
-    """`workload_prefixes`: the module prefixes this team may run besides the built-ins."""
+    """`workload_prefixes`: the module prefixes this team may run besides the built-ins;
+    `settings`: the deployment's, whose launcher must be able to run the spec."""
     principal.require_team()
     request_hash = _request_hash(spec)
     if idempotency_key is not None:
@@ -73,6 +77,8 @@ def submit(
         if existing is not None:
             return _replay(existing, request_hash)
     workloads.check(spec.trainer, allowed_prefixes=workload_prefixes)
+    if settings is not None:
+        local_machine.check(spec, settings=settings)
     now = utcnow()
     admitted = None
     if admission is not None:

@@ -25,6 +25,7 @@ import pytest
 from api.database import transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt, JobEvent, Team, new_id, utcnow
+from api.settings import Settings
 from api.teams import service as teams
 from gpujobs.resources import JobStatus
 from tests.dashboard.browser import CHROMIUM, Page, browser
@@ -344,7 +345,7 @@ def test_a_team_works_its_jobs_from_the_console(console: Console, tmp_path: Path
         # The spend view is one of the views; an admin link with a period opens it.
         click(page, "#sign-out")
         page.wait_for("!document.getElementById('token-form').hidden")
-        page.goto(f"{api.url}/dashboard?token={api.admin_token}&{WEEK}")
+        page.goto(f"{api.url}/dashboard?{WEEK}#token={api.admin_token}")
         loaded(page, "spend")
         assert page.js("document.getElementById('total-cost').textContent") == "$610.24"
         keep_screenshot(page, "dashboard.png", height=1600)
@@ -361,7 +362,7 @@ def test_api_text_is_shown_as_text(console: Console, tmp_path: Path) -> None:
         job = _job(session, team, "<img src=x onerror=alert(1)>", "PENDING", age_min=0)
         job_id = job.id
     with browser(tmp_path / "profile") as page:
-        page.goto(f"{console.api.url}/dashboard?token={console.token}#/jobs/{job_id}")
+        page.goto(f"{console.api.url}/dashboard#token={console.token}&/jobs/{job_id}")
         loaded(page, "job")
         assert page.js("document.getElementById('job-name').textContent") == (
             "<img src=x onerror=alert(1)>"
@@ -375,8 +376,8 @@ def test_the_final_weights_download_with_the_token(console: Console, tmp_path: P
     with transaction(console.api.session_factory) as session:
         team = session.query(Team).filter_by(name="ml").one()
         job_id = _job(session, team, "weights", "SUCCEEDED", age_min=0).id
-    # Where the API's local artifact store looks: `checkpoints/` in the API's home.
-    root = (console.api.attempts_root.parent / "checkpoints").resolve() / job_id
+    # Where the API's local artifact store looks: the checkpoint root of the API's settings.
+    root = Path(Settings(home=console.api.attempts_root.parent).checkpoint_root()) / job_id
     for step, content in ((20, b"older"), (40, weights)):
         directory = root / f"step-{step:012d}"
         directory.mkdir(parents=True)
@@ -388,7 +389,7 @@ def test_the_final_weights_download_with_the_token(console: Console, tmp_path: P
     downloads.mkdir()
     with browser(tmp_path / "profile") as page:
         page.call("Page.setDownloadBehavior", behavior="allow", downloadPath=str(downloads))
-        page.goto(f"{console.api.url}/dashboard?token={console.token}#/jobs/{job_id}")
+        page.goto(f"{console.api.url}/dashboard#token={console.token}&/jobs/{job_id}")
         loaded(page, "job")
         page.wait_for("!document.getElementById('artifacts-panel').hidden")
         assert page.js(text("artifacts-note")) == "The trained weights: checkpoint at step 40."

@@ -114,7 +114,7 @@ def test_a_team_sees_its_spend_and_only_its_own(
     dashboard: tuple[LiveApi, L.Seeded], tmp_path: Path
 ) -> None:
     api, seeded = dashboard
-    dom = chromium(tmp_path, f"{api.url}/dashboard?token={seeded.tokens['team-a']}&{WEEK}")
+    dom = chromium(tmp_path, f"{api.url}/dashboard?{WEEK}#token={seeded.tokens['team-a']}")
     assert 'data-loaded="true"' in dom
     assert text_of(dom, "total-cost") == "$501.84" == f"${TEAM_A_WEEK / L.M:,.2f}"
     assert f'data-microusd="{TEAM_A_WEEK}"' in dom
@@ -131,7 +131,7 @@ def test_an_admin_sees_every_team_with_charts_and_budgets(
     dashboard: tuple[LiveApi, L.Seeded], tmp_path: Path
 ) -> None:
     api, _ = dashboard
-    url = f"{api.url}/dashboard?token={api.admin_token}&{WEEK}"
+    url = f"{api.url}/dashboard?{WEEK}#token={api.admin_token}"
     dom = chromium(tmp_path, url)
     assert text_of(dom, "total-cost") == f"${ALL_WEEK / L.M:,.2f}" == "$610.24"
     assert text_of(dom, "preemptions") == "4"
@@ -159,6 +159,6 @@ def test_without_a_token_the_page_asks_for_one(
     dom = chromium(tmp_path, f"{api.url}/dashboard")
     assert re.search(r'<form id="token-form">', dom)  # shown, no `hidden`
     assert "Enter an API token" in dom
-    refused = chromium(tmp_path, f"{api.url}/dashboard?token=gpj_wrong")
+    refused = chromium(tmp_path, f"{api.url}/dashboard#token=gpj_wrong")
     assert "That token was refused (401)." in refused
     assert 'data-loaded="true"' not in refused

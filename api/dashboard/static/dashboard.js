@@ -31,14 +31,31 @@ const state = {
 
 // ---- token ---------------------------------------------------------------------------------
 
-function takeTokenFromUrl() {
-  const url = new URL(window.location.href);
-  const token = url.searchParams.get("token");
-  if (token) {
-    localStorage.setItem(TOKEN_KEY, token);
-    url.searchParams.delete("token");
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
+// A link carries the token in its fragment, "#token=gpj_...", optionally followed by a route
+// ("#token=gpj_...&/jobs/<id>"): browsers never send a fragment, so it stays out of the
+// server's access log and of proxies. It is kept in localStorage and taken off the address.
+function takeTokenFromFragment() {
+  const match = /^#token=([^&]*)&?(.*)$/.exec(window.location.hash);
+  if (!match) return;
+  let token = "";
+  try {
+    token = decodeURIComponent(match[1]);
+  } catch {
+    // a malformed escape: no token, the page asks for one
   }
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  const route = match[2] ? "#" + match[2] : "";
+  history.replaceState(null, "", window.location.pathname + window.location.search + route);
+}
+
+// "?token=" (an older form of the link) reached the server in the request line, and with it the
+// access log: it is dropped from the address and never used, so such links stop working.
+function refuseTokenInQuery() {
+  const url = new URL(window.location.href);
+  if (!url.searchParams.has("token")) return false;
+  url.searchParams.delete("token");
+  history.replaceState(null, "", url.pathname + url.search + url.hash);
+  return true;
 }
 
 function token() {
@@ -896,7 +913,8 @@ function renderRunning(jobs) {
 // ---- wiring --------------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
-  takeTokenFromUrl();
+  const refused = refuseTokenInQuery();
+  takeTokenFromFragment();
   if (linkedPeriod()) {
     const option = new Option("From the link", "link", true, true);
     $("period").prepend(option);
@@ -919,8 +937,15 @@ document.addEventListener("DOMContentLoaded", () => {
   $("cancel").addEventListener("click", askToCancel);
   $("cancel-no").addEventListener("click", hideCancelConfirm);
   $("cancel-yes").addEventListener("click", confirmCancel);
-  window.addEventListener("hashchange", navigate);
+  window.addEventListener("hashchange", () => {
+    takeTokenFromFragment(); // a link opened in a tab already on the page
+    navigate();
+  });
   document.addEventListener("visibilitychange", onVisibilityChange);
   setInterval(poll, POLL_MS);
   navigate();
+  if (refused && !token()) {
+    askForToken("A token in the address (?token=) is not used: it reaches server logs. Paste it "
+      + "here, or open /dashboard#token=….");
+  }
 });
