@@ -8,9 +8,7 @@ set, one generated on first start into `home`/admin_token (mode 0600); see docs/
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import secrets
 import sys
 from pathlib import Path
@@ -25,48 +23,55 @@ from api.errors import DomainError
 from api.migrate import upgrade_to_head
 from api.settings import Settings
 from api.teams import service as teams
+from gpujobs import config
 from worker.control import build_control_plane
+from worker.log_reader import log_reader
 from worker.loops import InProcessLoops
 
 log = logging.getLogger("gpujobs")
 
 
 def ensure_default_team(settings: Settings, factory: sessionmaker[Session]) -> str | None:
-    """Create the default team on first start, and make sure the credentials file holds a token
-    this database accepts (it may come from another checkout or an older database)."""
+    """Create the default team on first start and write its token to the credentials files;
+    a new token when one of them holds none this database accepts (it may come from another
+    checkout or an older database). Returns the token when it is new."""
+    paths = credentials_files(settings)
+    settings.make_home()  # before a file in it: the writer would make it private (0700)
     with transaction(factory) as session:
         team = teams.get_by_name(session, name=settings.default_team)
+        saved = [_working_token(session, settings, path) for path in paths]
+        new = None
         if team is None:
-            _, token = teams.create_team(session, name=settings.default_team)
-        elif _credentials_work(session, settings):
-            return None
-        else:
-            token = teams.create_token(session, name=settings.default_team)
-    write_credentials(settings.credentials_file, url=settings.api_url(), token=token)
-    return token
+            _, new = teams.create_team(session, name=settings.default_team)
+        elif None in saved:
+            new = teams.create_token(session, name=settings.default_team)
+    for path, token in zip(paths, saved, strict=True):
+        # Written even when it works: the instance started last is the user's default.
+        written = new or token
+        assert written is not None  # a file without a working token gets the new one
+        write_credentials(path, url=settings.api_url(), token=written)
+    return new
 
 
-def _credentials_work(session: Session, settings: Settings) -> bool:
+def credentials_files(settings: Settings) -> list[Path]:
+    """The user's file, which knows every instance by URL, and this instance's own in `home`,
+    which the CLI finds from the checkout: two instances never take each other's place."""
+    return [settings.credentials_file, config.instance_credentials_path(settings.home)]
+
+
+def _working_token(session: Session, settings: Settings, path: Path) -> str | None:
+    token = config.stored_token(path, url=settings.api_url())
+    if token is None:
+        return None
     try:
-        saved = json.loads(settings.credentials_file.read_text())
-        principal = authenticate(session, authorization=f"Bearer {saved['token']}", admin_token="")
-    except (OSError, ValueError, KeyError, DomainError):
-        return False
-    return saved.get("url") == settings.api_url() and principal.team_name == settings.default_team
+        principal = authenticate(session, authorization=f"Bearer {token}", admin_token="")
+    except DomainError:
+        return None
+    return token if principal.team_name == settings.default_team else None
 
 
 def write_credentials(path: Path, *, url: str, token: str) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a directory of secrets
-    _write_private(path, json.dumps({"url": url, "token": token}, indent=2) + "\n")
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write a secret readable by its owner only, from the first byte (no chmod after the fact)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(text)
-    os.chmod(path, 0o600)  # the file may have existed with a wider mode
+    config.save_credentials(path, url=url, token=token)
 
 
 def admin_token_file(settings: Settings) -> Path:
@@ -85,7 +90,7 @@ def ensure_admin_token(settings: Settings) -> Settings:
         token = ""
     if not token:
         token = "gpj_admin_" + secrets.token_urlsafe(32)
-        _write_private(path, token + "\n")
+        config.write_private(path, token + "\n")
     return settings.model_copy(update={"admin_token": token})
 
 
@@ -99,12 +104,11 @@ def main() -> int:
     # Only the API holds the admin token; the control loop and its trainers never need it.
     api_settings = ensure_admin_token(settings)
     created = ensure_default_team(settings, factory)
+    files = " and ".join(str(path) for path in credentials_files(settings))
     if created:
-        print(
-            f"created team '{settings.default_team}'; token written to {settings.credentials_file}"
-        )
+        print(f"created team '{settings.default_team}'; token written to {files}")
     else:
-        print(f"team '{settings.default_team}' exists; its token is in {settings.credentials_file}")
+        print(f"team '{settings.default_team}' exists; its token is in {files}")
     if settings.admin_token:
         print("admin token: GPUJOBS_ADMIN_TOKEN")
     else:
@@ -115,7 +119,7 @@ def main() -> int:
     control = build_control_plane(settings, factory=factory)
     loops = InProcessLoops(control)
     app = create_app(
-        api_settings, session_factory=factory, nudge=loops.nudge, logs=control.launcher.logs
+        api_settings, session_factory=factory, nudge=loops.nudge, logs=log_reader(control.launcher)
     )
     loops.start()
     try:

@@ -1,7 +1,8 @@
 """`gpujobs` commands. Tables for people, `--json` for scripts, and exit codes that mean something:
 
   0  ok
-  1  the job ended FAILED or CANCELLED (submit --wait)
+  1  the job ended FAILED or CANCELLED (submit --wait), or nothing was submitted (the question
+     was answered no, or not at all)
   2  usage error or invalid spec (the field errors are printed)
   3  not found
   4  authentication or permission refused (401/403)
@@ -9,17 +10,23 @@
   6  conflict
   7  --wait gave up (--timeout)
 130  interrupted (Ctrl-C)
+141  the output's reader went away (`gpujobs ls | head`): stopped quietly, as a shell would
+
+Tables fit the terminal (`COLUMNS`, else its width; no limit off a terminal): they leave out
+their least useful columns and wrap long text. `--wide` shows every column in full.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from gpujobs import errors
 from gpujobs.cli import render
+from gpujobs.cli.render import Column
 from gpujobs.client import Client
 from gpujobs.plans import Plan
 from gpujobs.resources import Job, JobStatus
@@ -40,6 +47,8 @@ EXIT_CODES: dict[type[errors.GpuJobsError], int] = {
     errors.Conflict: 6,
 }
 OK, JOB_NOT_SUCCEEDED, USAGE = 0, 1, 2
+NOT_SUBMITTED = JOB_NOT_SUCCEEDED  # a script must not take "not submitted" for success
+PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 JOB_HELP = "the job's id, a unique start of it, or its name"
 
 Command = Callable[[Client, argparse.Namespace, TextIO], int]
@@ -51,13 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--token", help="API token (default: $GPUJOBS_TOKEN, the credentials file)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument(
+        "--wide", action="store_true", help="every column in full, however wide the terminal"
+    )
+    common.add_argument(
         "--retries", type=int, default=4, metavar="N", help="tries per request (default 4)"
     )
     parser = argparse.ArgumentParser(
         prog="gpujobs",
         description="Run GPU training jobs cheaply and reliably.",
-        epilog="exit codes: 0 ok, 1 job failed/cancelled, 2 usage/invalid spec, 3 not found, "
-        "4 auth, 5 server/connection, 6 conflict, 7 wait timed out",
+        epilog="exit codes: 0 ok, 1 job failed/cancelled or not submitted, 2 usage/invalid "
+        "spec, 3 not found, 4 auth, 5 server/connection, 6 conflict, 7 wait timed out",
     )
     parser.add_argument("--version", action="version", version=f"gpujobs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -72,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "-y",
         "--yes",
         action="store_true",
-        help="submit without the plan and question (the quote is shown)",
+        help="submit without showing the plan and asking (the quote is shown)",
     )
     submit.set_defaults(run=cmd_submit)
 
@@ -91,13 +103,14 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     events.set_defaults(run=cmd_events)
 
-    logs = sub.add_parser("logs", parents=[common], help="a job's log, followed until the job ends")
+    logs = sub.add_parser("logs", parents=[common], help="a job's log (-f: follow it)")
     logs.add_argument("job_id", metavar="JOB", help=JOB_HELP)
     logs.add_argument(
-        "--no-follow", dest="follow", action="store_false", help="print what is there and stop"
+        "-f", "--follow", action="store_true", help="keep printing as it grows, until the job ends"
     )
-    logs.add_argument("-f", "--follow", action="store_true", help=argparse.SUPPRESS)
-    logs.set_defaults(run=cmd_logs, follow=True)
+    # Following was the default once: its way out is still accepted.
+    logs.add_argument("--no-follow", dest="follow", action="store_false", help=argparse.SUPPRESS)
+    logs.set_defaults(run=cmd_logs, follow=False)
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a job")
     cancel.add_argument("job_id", metavar="JOB", help=JOB_HELP)
@@ -142,6 +155,28 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
+        code = _main(argv, out)
+        for stream in (out, sys.stdout, sys.stderr):
+            stream.flush()
+    except BrokenPipeError:  # `gpujobs ls | head`: the reader has all it wanted
+        _drop_closed_output()
+        return PIPE_CLOSED
+    return code
+
+
+def _drop_closed_output() -> None:
+    """Point stdout and stderr, where their reader went away, at /dev/null: Python flushes them
+    at exit and would print a BrokenPipeError there (the recipe of Python's `signal` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            os.dup2(devnull, stream.fileno())
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
+    try:
         args = _parser().parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
@@ -176,63 +211,81 @@ def _report(error: errors.GpuJobsError) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 
+def _width(args: argparse.Namespace, stream: TextIO) -> int | None:
+    return render.terminal_width(stream, wide=args.wide)
+
+
 def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
     """Show where the scheduler would run the job now and what it is quoted, as `dstack apply`
     does; ask on a terminal. Without a terminal (scripts, CI) the plan is shown and submitted."""
+    width = _width(args, sys.stderr)
     try:
         estimate = client.estimate(args.file)
     except errors.InvalidSpec as error:  # e.g. no estimated_hours: nothing to price it by
-        sys.stderr.write(f"no quote ({error.message}); the scheduler prices it once it runs\n")
+        message = f"no quote ({error.message}); the scheduler prices it once it runs"
+        render.write_wrapped(sys.stderr, message, width)
         estimate = None
     if estimate is not None:
         chosen = next((plan for plan in estimate.plans if plan.chosen), None)
         if chosen is not None:
-            sys.stderr.write(f"plan: {render.plan_line(chosen)}\n")
-        sys.stderr.write(f"{estimate.decision}: {estimate.reason}\n")
+            render.write_wrapped(sys.stderr, f"plan: {render.plan_line(chosen)}", width)
+        render.write_wrapped(sys.stderr, f"{estimate.decision}: {estimate.reason}", width)
         if estimate.quote is not None:
-            sys.stderr.write(render.quote_line(estimate.quote) + "\n")
+            render.write_wrapped(sys.stderr, render.quote_line(estimate.quote), width)
     if not sys.stdin.isatty():
         return True
     sys.stderr.write("Submit? [y/N] ")
     sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
+    answer = sys.stdin.readline()
+    if not answer:
+        sys.stderr.write("\nno answer: stdin is closed\n")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if not args.yes and not _confirm_plan(client, args):
-        sys.stderr.write("not submitted\n")
-        return OK
+        sys.stderr.write("not submitted (-y submits without asking)\n")
+        return NOT_SUBMITTED
     job = client.submit(args.file, idempotency_key=args.idempotency_key)
+    width = _width(args, sys.stderr)
     if args.yes and job.quote is not None:
         # Nothing was shown before: the quote admission recorded (and holds of the budget).
-        sys.stderr.write(render.quote_line(job.quote) + "\n")
+        render.write_wrapped(sys.stderr, render.quote_line(job.quote), width)
     if not args.wait:
         if args.json:
             render.print_json(job, out)
         else:
             out.write(f"submitted {job.id}  {job.name}  {job.status.value}\n")
         return OK
-    sys.stderr.write(f"submitted {job.id}  {job.name}; waiting (Ctrl-C stops waiting)\n")
-    bar = render.ProgressBar(sys.stderr)
-    seen: set[int] = set()
-
-    def on_progress(current: Job) -> None:
-        for event in client.events(current.id):
-            if event.id not in seen:
-                seen.add(event.id)
-                bar.note(f"{render.when(event.at, seconds=True)}  {render.event_line(event)}")
-        bar.update(current)
-
+    waiting = f"submitted {job.id}  {job.name}; waiting (Ctrl-C stops waiting)"
+    render.write_wrapped(sys.stderr, waiting, width)
+    bar = render.ProgressBar(sys.stderr, columns=width)
+    watch = render.Watch(bar)
     try:
-        job = client.wait(job.id, timeout=args.timeout, poll=args.poll, on_progress=on_progress)
+        job = client.wait(
+            job.id,
+            timeout=args.timeout,
+            poll=args.poll,
+            on_progress=lambda current: watch.update(current, client.events(current.id)),
+        )
     finally:
         bar.finish()
     if args.json:
         render.print_json(job, out)
     else:
         reason = render.reason_text(job)
-        out.write(f"{job.id}  {job.name}  {job.status.value}{reason}\n")
+        render.write_wrapped(
+            out, f"{job.id}  {job.name}  {job.status.value}{reason}", _width(args, out)
+        )
     return OK if job.status == JobStatus.SUCCEEDED else JOB_NOT_SUCCEEDED
+
+
+# What each table gives up first when the terminal is narrower than it: `drop` ranks.
+LS_COLUMNS = (
+    Column("ID"), Column("NAME"), Column("TEAM", drop=1), Column("STATUS"),
+    Column("PROGRESS"), Column("RESOURCES", drop=4), Column("CAPACITY", drop=5), Column("COST"),
+    Column("ATTEMPTS", drop=3), Column("PREEMPTED", drop=2), Column("CREATED", drop=6),
+)  # fmt: skip
 
 
 def cmd_ls(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -261,9 +314,15 @@ def cmd_ls(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         )
         for j in jobs
     ]
-    headers = ("ID", "NAME", "TEAM", "STATUS", "PROGRESS", "RESOURCES", "CAPACITY", "COST")
-    render.table((*headers, "ATTEMPTS", "PREEMPTED", "CREATED"), rows, out)
+    render.table(LS_COLUMNS, rows, out, width=_width(args, out))
     return OK
+
+
+ATTEMPT_COLUMNS = (
+    Column("#"), Column("CAPACITY"), Column("INSTANCE", drop=4), Column("ZONE", drop=3),
+    Column("GPUS"), Column("SAMPLES/S", drop=1), Column("$/H", drop=5), Column("STARTED"),
+    Column("ENDED", drop=2), Column("END", wrap=True), Column("COST"),
+)  # fmt: skip
 
 
 def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -272,6 +331,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         render.print_json({"job": job, "attempts": attempts}, out)
         return OK
+    width = _width(args, out)
     fields = [
         ("id", job.id),
         ("name", job.name),
@@ -289,7 +349,8 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         ("cost" if job.status.terminal else "cost so far", render.money(job.cost)),
     ]
     for name, value in fields:
-        out.write(f"{name + ':':<18}{'-' if value is None else value}\n")
+        line = f"{name + ':':<18}{'-' if value is None else value}"
+        render.write_wrapped(out, line, width, indent=18)
     if attempts:
         out.write("\n")
         rows = [
@@ -308,8 +369,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             )
             for a in attempts
         ]
-        where = ("#", "CAPACITY", "INSTANCE", "ZONE", "GPUS", "SAMPLES/S")
-        render.table((*where, "$/H", "STARTED", "ENDED", "END", "COST"), rows, out)
+        render.table(ATTEMPT_COLUMNS, rows, out, width=width)
     return OK
 
 
@@ -320,6 +380,14 @@ def cmd_logs(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         lines.feed(chunk)
     lines.close()
     return OK
+
+
+EVENT_COLUMNS = (
+    Column("AT"),
+    Column("CHANGE"),
+    Column("REASON", wrap=True),
+    Column("FIGURES", below=True),
+)
 
 
 def cmd_events(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -337,21 +405,14 @@ def cmd_events(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         )
         for e in events
     ]
-    render.table(("AT", "CHANGE", "REASON", "FIGURES"), rows, out)
+    render.table(EVENT_COLUMNS, rows, out, width=_width(args, out))
     return OK
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    job = client.get(args.job_id)
-    if job.status.terminal:
-        # Cancelling has nothing left to stop, whichever way the job ended: the same answer.
-        sys.stderr.write(f"{job.id} already ended as {job.status.value}; nothing to cancel\n")
-    else:
-        try:
-            job = client.cancel(job.id)
-        except errors.Conflict:  # it ended between the two calls
-            job = client.get(job.id)
-            sys.stderr.write(f"{job.id} ended as {job.status.value} before the cancel\n")
+    # As the API answers: a job already cancelled is fine (0); one that ended otherwise has
+    # nothing to cancel, a conflict (6), so a script learns that its cancel changed nothing.
+    job = client.cancel(args.job_id)
     if args.json:
         render.print_json(job, out)
     else:
@@ -367,6 +428,12 @@ def cmd_download(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"{folder}\n")
     return OK
+
+
+OFFER_COLUMNS = (
+    Column("CLOUD"), Column("REGION", drop=2), Column("ZONE"), Column("INSTANCE"), Column("GPUS"),
+    Column("GPU GB", drop=1), Column("ON-DEMAND/H"), Column("SPOT/H"),
+)  # fmt: skip
 
 
 def cmd_offers(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -385,10 +452,16 @@ def cmd_offers(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         )
         for o in offers.items
     ]  # fmt: skip
-    headers = ("CLOUD", "REGION", "ZONE", "INSTANCE", "GPUS", "GPU GB", "ON-DEMAND/H", "SPOT/H")
-    render.table(headers, rows, out)
+    render.table(OFFER_COLUMNS, rows, out, width=_width(args, out))
     out.write(f"{len(offers.items)} of {offers.total} offers\n")
     return OK
+
+
+PLAN_COLUMNS = (
+    Column("#"), Column(""), Column("WHERE", wrap=True), Column("INSTANCE", drop=2),
+    Column("GPUS"), Column("CAPACITY"), Column("$/H", drop=3), Column("EXPECTED"),
+    Column("P(MEET)"), Column("FINISH", drop=1), Column("WHY", below=True),
+)  # fmt: skip
 
 
 def _plan_row(rank: int, plan: Plan) -> tuple[object, ...]:
@@ -414,14 +487,16 @@ def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         render.print_json(estimate, out)
         return OK
     if not estimate.plans:
-        out.write(f"no plan can run this spec: {estimate.reason}\n")
+        render.write_wrapped(
+            out, f"no plan can run this spec: {estimate.reason}", _width(args, out)
+        )
         return OK
     rows = [_plan_row(i + 1, plan) for i, plan in enumerate(estimate.plans)]
-    headers = ("#", "", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H", "EXPECTED", "P(MEET)")
-    render.table((*headers, "FINISH", "WHY"), rows, out)
-    out.write(f"{estimate.decision}: {estimate.reason}\n")
+    width = _width(args, out)
+    render.table(PLAN_COLUMNS, rows, out, width=width)
+    render.write_wrapped(out, f"{estimate.decision}: {estimate.reason}", width)
     if estimate.quote is not None:
-        out.write(render.quote_line(estimate.quote) + "\n")
+        render.write_wrapped(out, render.quote_line(estimate.quote), width)
     return OK
 
 
@@ -440,6 +515,13 @@ def _usage_row(key: str, g: Any) -> tuple[Any, ...]:
     )
 
 
+USAGE_COLUMNS = (
+    Column("GROUP", wrap=True), Column("GPU-H"), Column("COST"), Column("ON-DEMAND", drop=4),
+    Column("SAVED"), Column("SAVED%", drop=3), Column("PREEMPT", drop=2),
+    Column("LOST GPU-H", drop=1), Column("LOST $"),
+)  # fmt: skip
+
+
 def cmd_usage(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     report: UsageReport = client.usage(from_=args.from_, to=args.to, group_by=args.group_by)
     if args.json:
@@ -450,15 +532,15 @@ def cmd_usage(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     )
     rows = [_usage_row(g.label and f"{g.label} ({g.key[:8]})" or g.key, g) for g in report.groups]
     rows.append(_usage_row("TOTAL", report.total))
-    headers = ("GROUP", "GPU-H", "COST", "ON-DEMAND", "SAVED", "SAVED%", "PREEMPT")
-    render.table((*headers, "LOST GPU-H", "LOST $"), rows, out)
+    width = _width(args, out)
+    render.table(USAGE_COLUMNS, rows, out, width=width)
     if report.budgets:
         out.write("\n")
-        _budget_table(report.budgets, out)
+        _budget_table(report.budgets, out, width)
     return OK
 
 
-def _budget_table(budgets: Sequence[Budget], out: TextIO) -> None:
+def _budget_table(budgets: Sequence[Budget], out: TextIO, width: int | None) -> None:
     rows = [
         (
             b.team,
@@ -469,7 +551,8 @@ def _budget_table(budgets: Sequence[Budget], out: TextIO) -> None:
         )
         for b in budgets
     ]
-    render.table(("TEAM", "MONTHLY BUDGET", "SPENT", "HELD", "LEFT"), rows, out)
+    headers = (Column("TEAM", wrap=True), "MONTHLY BUDGET", "SPENT", "HELD", "LEFT")
+    render.table(headers, rows, out, width=width)
 
 
 def cmd_budget(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -478,7 +561,7 @@ def cmd_budget(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         render.print_json(budget, out)
         return OK
     out.write(f"month from {render.when(budget.month_start)} UTC\n\n")
-    _budget_table([budget], out)
+    _budget_table([budget], out, _width(args, out))
     return OK
 
 

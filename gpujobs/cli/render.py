@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -112,9 +115,39 @@ def event_line(event: JobEvent) -> str:
     return f"{to.value.lower()}{reason}"
 
 
+def log_line(line: str) -> str:
+    """A trainer's JSON line as a person reads it: its time, the event (or the step), then its
+    figures rounded; any other line as it is."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict):
+        return line
+    stamp = _epoch_text(record.pop("time", None))
+    record.pop("attempt_id", None)  # the `=== attempt N ===` line above names the attempt
+    event = record.pop("event", None)
+    if event is None and "step" in record:
+        step, total = record.pop("step"), record.pop("total_steps", None)
+        event = f"step {step}" + (f"/{total}" if total is not None else "")
+    message = record.pop("message", None)
+    head = f"{event}: {message}" if message is not None else str(event or "")
+    return "  ".join(part for part in (stamp, head, event_figures(record)) if part)
+
+
+def _epoch_text(at: Any) -> str:
+    if not isinstance(at, int | float) or isinstance(at, bool):
+        return "-"
+    try:
+        return when(datetime.fromtimestamp(at, UTC), seconds=True)
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
 class LogLines:
-    """Log text as it arrives; with `as_json`, one JSON object per line, tagged with its attempt
-    (from the `=== attempt N: ... ===` lines the API puts before each attempt's output)."""
+    """Log text as it arrives, a line at a time: for people, each trainer line through
+    `log_line`; with `as_json`, one JSON object per line, tagged with its attempt (from the
+    `=== attempt N: ... ===` lines the API puts before each attempt's output)."""
 
     HEADER = re.compile(r"^=== attempt (\d+): (.*) ===$")
 
@@ -125,26 +158,25 @@ class LogLines:
         self.attempt: int | None = None
 
     def feed(self, chunk: str) -> None:
-        if not self.as_json:
-            self.out.write(chunk)
-            self.out.flush()
-            return
         *lines, self.partial = (self.partial + chunk).split("\n")
         for line in lines:
             self._line(line)
         self.out.flush()
 
     def close(self) -> None:
-        if self.as_json and self.partial:
+        if self.partial:
             self._line(self.partial)
             self.partial = ""
+        self.out.flush()
 
     def _line(self, line: str) -> None:
         header = self.HEADER.match(line)
-        if header:
+        if not self.as_json:
+            self.out.write((line if header else log_line(line)) + "\n")
+        elif header:
             self.attempt = int(header.group(1))
-            return
-        self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
+        else:
+            self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
 
 
 def short_ids(ids: Sequence[str]) -> dict[str, str]:
@@ -160,11 +192,117 @@ def short_ids(ids: Sequence[str]) -> dict[str, str]:
 SHORT_ID = 13
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
+def terminal_width(stream: TextIO, *, wide: bool = False) -> int | None:
+    """The columns output to `stream` must fit: `COLUMNS` when set, else the terminal's width;
+    None (no limit) with `--wide` or off a terminal (a pipe, a file), where lines are not cut."""
+    if wide:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not stream.isatty():
+        return None
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or DEFAULT_COLUMNS
+    except (OSError, ValueError):
+        return DEFAULT_COLUMNS
+
+
+DEFAULT_COLUMNS = 80
+GAP = 2  # spaces between a table's columns
+
+
+def wrapped(text: str, width: int | None, *, indent: int = 0) -> list[str]:
+    """`text` in lines of at most `width` (no limit: one line), those after the first indented."""
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(
+        text, width, subsequent_indent=" " * min(indent, width // 2), break_on_hyphens=False
+    ) or [""]
+
+
+def write_wrapped(out: TextIO, text: str, width: int | None, *, indent: int = 4) -> None:
+    for line in wrapped(text, width, indent=indent):
+        out.write(line + "\n")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column, and what it may give up when the table is wider than the terminal."""
+
+    header: str
+    drop: int = 0  # > 0: left out when the table does not fit, the lowest first; 0: kept
+    wrap: bool = False  # long text, wrapped within the column to fit
+    below: bool = False  # long text, moved under its row (wrapped, indented) to fit
+
+
+def table(
+    columns: Sequence[Column | str],
+    rows: Sequence[Sequence[Any]],
+    out: TextIO,
+    *,
+    width: int | None = None,
+) -> None:
+    """Aligned columns. With a `width`, a table wider than it first moves its `below` columns
+    under their rows, then leaves out droppable columns, then wraps the `wrap` columns (and,
+    if that is not enough, every column)."""
+    cols = [c if isinstance(c, Column) else Column(c) for c in columns]
     cells = [[("-" if c is None else str(c)) for c in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    for row in [list(headers), *cells]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    natural = [max([len(c.header), *(len(r[i]) for r in cells)]) for i, c in enumerate(cols)]
+    shown, below = _fit(cols, natural, width)
+    widths = {i: natural[i] for i in shown}
+    if width is not None and _span(widths.values()) > width:
+        widths = _share(cols, natural, shown, width)
+    _row(out, [cols[i].header for i in shown], widths, shown)
+    for cell_row in cells:
+        _row(out, [cell_row[i] for i in shown], widths, shown)
+        for i in below:
+            if cell_row[i] not in ("", "-"):
+                write_wrapped(out, "    " + cell_row[i], width, indent=6)
+
+
+def _span(widths: Iterable[int]) -> int:
+    listed = list(widths)
+    return sum(listed) + GAP * max(0, len(listed) - 1)
+
+
+def _fit(cols: list[Column], natural: list[int], width: int | None) -> tuple[list[int], list[int]]:
+    """The columns shown in the rows, and those moved under them."""
+    shown = list(range(len(cols)))
+    if width is None or _span(natural) <= width:
+        return shown, []
+    below = [i for i in shown if cols[i].below]
+    shown = [i for i in shown if not cols[i].below]
+    # A column left out reads better than every row wrapped: drop first, then wrap.
+    for i in sorted((i for i in shown if cols[i].drop), key=lambda i: cols[i].drop):
+        if _span(natural[j] for j in shown) <= width:
+            break
+        shown.remove(i)
+    return shown, below
+
+
+def _share(cols: list[Column], natural: list[int], shown: list[int], width: int) -> dict[int, int]:
+    """Widths that fit: the wrapped columns share what the others leave, the narrowest served
+    first; when even that does not fit, every column shares the whole width."""
+    for wrapping in ([i for i in shown if cols[i].wrap], shown):
+        fixed = sum(natural[i] for i in shown if i not in wrapping)
+        room = width - fixed - GAP * (len(shown) - 1)
+        widths = {i: natural[i] for i in shown}
+        for n, i in enumerate(sorted(wrapping, key=lambda i: natural[i])):
+            widths[i] = max(1, min(natural[i], room // (len(wrapping) - n)))
+            room -= widths[i]
+        if room >= 0 and wrapping:
+            return widths
+    return widths
+
+
+def _row(out: TextIO, texts: list[str], widths: dict[int, int], shown: list[int]) -> None:
+    parts = [wrapped(t, widths[i]) for t, i in zip(texts, shown, strict=True)]
+    for n in range(max(len(p) for p in parts)):
+        line = "  ".join(
+            (p[n] if n < len(p) else "").ljust(widths[i]) for p, i in zip(parts, shown, strict=True)
+        )
+        out.write(line.rstrip() + "\n")
 
 
 def to_json(value: BaseModel | Sequence[BaseModel] | dict[str, Any] | list[Any]) -> Any:
@@ -230,33 +368,36 @@ def placement_text(placement: Placement | None) -> str:
     )
 
 
-class ProgressBar:
-    """One line redrawn with \\r on a terminal; on anything else, a line per change."""
+def duration(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h07m`: how long something has lasted, to read at a glance."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
-    def __init__(self, out: TextIO, *, width: int = 30) -> None:
+
+class ProgressBar:
+    """One line redrawn with \\r on a terminal; on anything else, a line per change. `columns`:
+    the width to fit (None: no limit); on a terminal the line stays one shorter, since a line
+    that fills it makes some terminals wrap, and each redraw would start a new row."""
+
+    def __init__(self, out: TextIO, *, width: int = 30, columns: int | None = None) -> None:
         self.out = out
         self.width = width
         self.tty = out.isatty()
+        self.limit = None if columns is None else max(20, columns - (1 if self.tty else 0))
         self.last = ""
         self.last_state: tuple[object, ...] = ()
 
-    def update(self, job: Job) -> None:
+    def update(self, job: Job, *, since: datetime | None = None) -> None:
+        """Draw the job's state; `since`: when it entered its status (for how long it waits)."""
+        line = self._line(job, since)
         p = job.progress
-        if p is not None and p.total_steps:
-            done = min(1.0, p.step / p.total_steps)
-            filled = int(done * self.width)
-            bar = "[" + "#" * filled + "." * (self.width - filled) + "]"
-            steps = f"{bar} {p.step}/{p.total_steps} steps {done:4.0%}"
-        elif p is not None:
-            steps = f"step {p.step}"
-        elif job.status == JobStatus.RUNNING:
-            steps = "starting: the trainer has not reported a step yet"
-        else:
-            steps = "waiting for the first progress report"
-        line = f"{job.status.value:<10} {steps}  attempts {job.attempts}  {money(job.cost)}"
         # Off a terminal (a log, a pipe, CI) a line per tenth of the steps, not per report.
         tenth = None if p is None else (10 * p.step // p.total_steps if p.total_steps else p.step)
-        state = (job.status, tenth, job.attempts)
+        state = (job.status, tenth, job.attempts)  # a new reason gets a note of its own
         if self.tty:
             self.out.write("\r" + line.ljust(len(self.last)))
             self.out.flush()
@@ -264,17 +405,86 @@ class ProgressBar:
             self.out.write(line + "\n")
         self.last, self.last_state = line, state
 
+    def _line(self, job: Job, since: datetime | None) -> str:
+        status = f"{job.status.value:<10}"
+        tail = f"  attempts {job.attempts}  {money(job.cost)}"
+        p = job.progress
+        if job.status not in (JobStatus.RUNNING, JobStatus.SUCCEEDED) and job.status_reason:
+            # Waiting (or stopped): why, and for how long, matter more than the steps done.
+            lasted = (
+                None if since is None else duration((datetime.now(UTC) - since).total_seconds())
+            )
+            at_step = None if p is None else f"step {p.step}"
+            parts = (lasted, at_step, tail.strip(), job.status_reason)
+            return self._fit(f"{status} " + "  ".join(part for part in parts if part))
+        if p is not None and p.total_steps:
+            done = min(1.0, p.step / p.total_steps)
+            steps = f"{p.step}/{p.total_steps} steps {done:4.0%}"
+            room = self.width if self.limit is None else self.limit - len(status + steps + tail) - 4
+            bar_width = min(self.width, room)
+            if bar_width >= 10:
+                filled = int(done * bar_width)
+                steps = "[" + "#" * filled + "." * (bar_width - filled) + "] " + steps
+            return self._fit(f"{status} {steps}{tail}")
+        if p is not None:
+            steps = f"step {p.step}"
+        elif job.status == JobStatus.RUNNING:
+            steps = "starting: the trainer has not reported a step yet"
+        elif job.status == JobStatus.PENDING:
+            steps = "waiting for the scheduler to place it"
+        else:
+            steps = "waiting for the first progress report"
+        return self._fit(f"{status} {steps}{tail}")
+
+    def _fit(self, line: str) -> str:
+        if self.limit is None or len(line) <= self.limit:
+            return line
+        return line[: self.limit - 1] + "\u2026"
+
     def note(self, line: str) -> None:
-        """A line above the bar, which is then drawn again below it."""
+        """A line above the bar (wrapped to fit), which is then drawn again below it."""
+        lines = wrapped(line, self.limit, indent=4)
         if self.tty:
-            self.out.write("\r" + line.ljust(len(self.last)) + "\n")
+            self.out.write("\r" + lines[0].ljust(len(self.last)) + "\n")
+            for rest in lines[1:]:
+                self.out.write(rest + "\n")
             if self.last:
                 self.out.write(self.last)
         else:
-            self.out.write(line + "\n")
+            for one in lines:
+                self.out.write(one + "\n")
         self.out.flush()
 
     def finish(self) -> None:
         if self.tty and self.last:
             self.out.write("\n")
             self.out.flush()
+
+
+class Watch:
+    """What `submit --wait` shows as a job goes: a line per event, a line when the reason the job
+    waits changes without one (the scheduler defers without an event), and the bar."""
+
+    def __init__(self, bar: ProgressBar) -> None:
+        self.bar = bar
+        self.seen: set[int] = set()
+        self.said: tuple[JobStatus, str | None] | None = None
+
+    def update(self, job: Job, events: Sequence[JobEvent]) -> None:
+        since = None
+        for event in events:
+            if event.to_status == job.status:
+                since = event.at
+            if event.id not in self.seen:
+                self.seen.add(event.id)
+                self.said = (event.to_status, event.reason)
+                self.bar.note(f"{when(event.at, seconds=True)}  {event_line(event)}")
+        stale = bool(events) and events[-1].to_status != job.status  # events came in since
+        if job.status_reason and not stale and self.said != (job.status, job.status_reason):
+            self.said = (job.status, job.status_reason)
+            deadline = f" (deadline {when(job.deadline_at)} UTC)" if job.deadline_at else ""
+            self.bar.note(
+                f"{when(datetime.now(UTC), seconds=True)}  {job.status.value.lower()}: "
+                f"{job.status_reason}{deadline}"
+            )
+        self.bar.update(job, since=since)

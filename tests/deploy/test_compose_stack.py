@@ -306,9 +306,9 @@ class Stack:
         """Training steps per second here, from the trainer's own log lines (first step to done),
         read through the API's logs endpoint with the CLI."""
         events = {}
-        for line in self.cli.text("logs", job_id).splitlines():
+        for line in self.cli.text("logs", job_id, "--json").splitlines():  # the raw lines
             try:
-                record = json.loads(line)
+                record = json.loads(json.loads(line)["line"])
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("event") in ("first_step", "done"):

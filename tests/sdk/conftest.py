@@ -34,3 +34,13 @@ def gj(api: LiveApi, team_token: str) -> Iterator[Client]:
 @pytest.fixture
 def other_token(api: LiveApi) -> str:
     return make_team(api.session_factory, "team-b")
+
+
+@pytest.fixture
+def env(api: LiveApi, team_token: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The CLI's environment: the test API and its token, and no terminal width (full tables:
+    the tests read every column)."""
+    monkeypatch.setenv("GPUJOBS_URL", api.url)
+    monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    return {"url": api.url, "token": team_token}

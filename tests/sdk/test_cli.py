@@ -27,13 +27,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GPT_SMALL = str(EXAMPLES / "gpt-small.yaml")
 
 
-@pytest.fixture
-def env(api: LiveApi, team_token: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("GPUJOBS_URL", api.url)
-    monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
-    return {"url": api.url, "token": team_token}
-
-
 def gpujobs(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     code = main(list(argv), out=out)
@@ -163,7 +156,7 @@ def test_submit_wait_exits_1_when_the_job_is_cancelled(
     assert code == 1
     assert out.split()[1:3] == ["gpt-small", "CANCELLED"]
     progress = capsys.readouterr().err
-    assert "waiting for the first progress report" in progress and "CANCELLED" in progress
+    assert "waiting for the scheduler to place it" in progress and "CANCELLED" in progress
     assert "cancelled: cancelled by user" in progress  # each event gets a line above the bar
 
 
@@ -263,11 +256,7 @@ def test_budget_prints_a_table_and_json(env: dict[str, str], api: LiveApi) -> No
     assert out.splitlines()[-1].split() == ["team-a", "$40.00", "$0.00", "$0.00", "$40.00"]
 
 
-def test_estimate_and_logs_against_the_api(
-    api: LiveApi, team_token: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GPUJOBS_URL", api.url)
-    monkeypatch.setenv("GPUJOBS_TOKEN", team_token)
+def test_estimate_and_logs_against_the_api(env: dict[str, str], api: LiveApi) -> None:
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
     header, *rows, decision, quote = out.splitlines()
@@ -277,22 +266,60 @@ def test_estimate_and_logs_against_the_api(
     assert first[:2] == ["1", "*"]  # the plan the scheduler would choose now comes first
     assert first[2].count("/") == 2  # cloud/region/zone
     code, out = gpujobs("estimate", GPT_SMALL, "--json")
-    with Client(api.url, team_token) as gj:
+    with Client() as gj:
         printed = json.loads(out)
         assert {"plans", "decision", "reason", "quote", "generated_at"} <= set(printed)
         ranked = [(p["offer"]["key"], p["capacity_type"]) for p in printed["plans"]]
         estimate = gj.estimate(GPT_SMALL)
         assert ranked == [(p.offer.key, p.capacity_type.value) for p in estimate.plans]
         job = gj.submit(GPT_SMALL)
+    # Without -f, a job that has not ended yet: what is there, at once (no following).
+    run = subprocess.run(
+        [sys.executable, "-m", "gpujobs.cli", "logs", job.id],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     api.finish_with_log(job.id, "loss 2.1\nloss 1.9\n")
-    code, out = gpujobs("logs", job.id)  # follows by default, and stops when the job has ended
-    assert code == 0
-    assert out.startswith("=== attempt 1:") and out.endswith("loss 2.1\nloss 1.9\n")
-    code, out = gpujobs("logs", job.id[:8], "--no-follow", "--json")
+    for follow in ((), ("-f",)):  # -f follows, and stops when the job has ended
+        code, out = gpujobs("logs", job.id, *follow)
+        assert code == 0
+        assert out.startswith("=== attempt 1:") and out.endswith("loss 2.1\nloss 1.9\n")
+    code, out = gpujobs("logs", job.id[:8], "--json")
     assert code == 0
     assert [json.loads(line) for line in out.splitlines()] == [
         {"attempt": 1, "line": "loss 2.1"},
         {"attempt": 1, "line": "loss 1.9"},
+    ]
+
+
+def test_logs_print_lines_for_people_and_the_raw_lines_with_json(
+    env: dict[str, str], api: LiveApi
+) -> None:
+    with Client() as gj:
+        job = gj.submit(GPT_SMALL)
+    start = (
+        '{"event": "start", "time": 1735732800.123, "step": 0, "total_steps": 6000, '
+        '"device": "cpu"}'
+    )
+    report = (
+        '{"time": 1735732803.5, "step": 500, "total_steps": 6000, "loss": 2.3456789012345678, '
+        '"samples_per_s": 1234.5678901234567, "attempt_id": "01a23905-c9af-7000-8000-0000"}'
+    )
+    note = '{"event": "note", "time": 1735732804.0, "message": "resuming on 2 ranks"}'
+    raw = [start, report, note, "Traceback (most recent call last):"]
+    api.finish_with_log(job.id, "\n".join(raw) + "\n")
+    code, out = gpujobs("logs", job.id)
+    header, *lines = out.splitlines()
+    assert code == 0 and header.startswith("=== attempt 1:")
+    assert lines == [
+        "2025-01-01 12:00:00  start  step=0 total_steps=6000 device=cpu",
+        "2025-01-01 12:00:03  step 500/6000  loss=2.346 samples_per_s=1235",
+        "2025-01-01 12:00:04  note: resuming on 2 ranks",
+        "Traceback (most recent call last):",
+    ]
+    code, out = gpujobs("logs", job.id, "--json")  # the trainer's lines as they are
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"attempt": 1, "line": line} for line in raw
     ]
 
 
@@ -379,17 +406,20 @@ def test_jobs_are_found_by_id_prefix_and_by_name(env: dict[str, str], api: LiveA
     assert json.loads(out)["job"]["id"] == newest  # a name means its newest job
 
 
-def test_cancel_answers_the_same_whichever_way_the_job_ended(
-    env: dict[str, str], api: LiveApi
+def test_cancelling_a_job_that_ended_otherwise_is_a_conflict(
+    env: dict[str, str], api: LiveApi, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """As docs/usage.md says and the API answers: a script learns its cancel changed nothing."""
     with Client() as gj:
         done = gj.submit(GPT_SMALL)
         api.finish_with_log(done.id, "ok\n")
         cancelled = gj.submit(str(EXAMPLES / "resnet-spot.yaml"))
         gj.cancel(cancelled.id)
-    for job_id, status in ((done.id, "SUCCEEDED"), (cancelled.id, "CANCELLED")):
-        code, out = gpujobs("cancel", job_id)
-        assert code == 0 and out.split()[2] == status
+    code, out = gpujobs("cancel", done.id[:13])
+    assert (code, out) == (6, "")
+    assert "already ended as SUCCEEDED; nothing to cancel" in capsys.readouterr().err
+    code, out = gpujobs("cancel", "resnet-spot")  # already what was asked: nothing to report
+    assert code == 0 and out.split() == [cancelled.id, "resnet-spot", "CANCELLED"]
 
 
 def test_events_and_offers(env: dict[str, str]) -> None:
@@ -432,10 +462,15 @@ def test_submit_shows_the_plan_and_asks_on_a_terminal(
     monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
     code, out = gpujobs("submit", GPT_SMALL)
     shown = capsys.readouterr().err
-    assert code == 0 and out == ""
+    assert code == 1 and out == ""  # nothing submitted: not a success a script would trust
     assert shown.startswith("plan: ") and " at $" in shown and "P(meet deadline)" in shown
     assert "quote (the policy as it will run)" in shown and "Submit? [y/N]" in shown
-    assert "not submitted" in shown
+    assert "not submitted (-y submits without asking)" in shown
+    monkeypatch.setattr(sys, "stdin", Terminal(""))  # a terminal at EOF (Ctrl-D): no answer
+    code, out = gpujobs("submit", GPT_SMALL)
+    shown = capsys.readouterr().err
+    assert code == 1 and out == ""
+    assert "no answer: stdin is closed" in shown and "not submitted" in shown
     with Client() as gj:
         assert list(gj.list()) == []
 
