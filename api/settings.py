@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -18,6 +21,8 @@ from gpujobs.workloads import valid_prefix
 _TAINT = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[-A-Za-z0-9_.]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$"
 )
+# Run as root from a private folder, trainers' directories live here (Settings.trainer_home_dir).
+TRAINER_HOMES = Path("/var/lib/gpujobs")
 
 
 class Settings(BaseSettings):
@@ -111,6 +116,14 @@ class Settings(BaseSettings):
 
     # Launchers
     launcher: Literal["local", "kubernetes"] = "local"
+    local_max_ranks: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Local launcher: the most ranks one job may run, one process per GPU it "
+        "asks for, all on the worker's machine (with the default DataLoader workers each); "
+        "more is refused at submit and estimate. Default: the CPU count where it is read, so "
+        "set it for the API too when the worker runs on another machine.",
+    )
     checkpoint_uri: str = Field("", description="Checkpoint root; empty = `home`/checkpoints.")
     s3_endpoint_url: str = ""
     trainer_image: str = "ghcr.io/gpujobs/trainer:latest"
@@ -133,6 +146,12 @@ class Settings(BaseSettings):
         "",
         description="Interpreter that runs trainers; empty = the server's. Run as root, the "
         "server starts trainers as unprivileged uids, which must be able to reach it.",
+    )
+    trainer_home: Path | None = Field(
+        None,
+        description="Trainers' directories (attempts, local checkpoints, the runtime they run "
+        "on); empty = `home`, unless the server is root and `home` lies in a folder other users "
+        "cannot pass (a clone under /root): then /var/lib/gpujobs/<hash of home>.",
     )
     trainer_python_path: str = Field(
         "", description="PYTHONPATH of trainers: where operator-allowed workload modules live."
@@ -286,6 +305,28 @@ class Settings(BaseSettings):
             self.home.chmod(0o711)
         return self.home
 
+    def trainer_home_dir(self) -> Path:
+        """Where trainers' directories live. Trainers run as other uids when the server is root,
+        and must reach them; the server's secrets in `home` must stay out of their reach, so a
+        `home` they cannot pass is never opened up: their directories move out instead."""
+        if self.trainer_home is not None:
+            return self.trainer_home
+        home = self.home.absolute()
+        if os.geteuid() != 0 or _others_may_pass(home):
+            return self.home
+        return TRAINER_HOMES / hashlib.sha256(str(home).encode()).hexdigest()[:16]
+
+    def make_trainer_home(self) -> Path:
+        """The trainers' directory, created so that they may pass through it, not list it."""
+        directory = self.trainer_home_dir()
+        if directory == self.home:
+            return self.make_home()
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            for folder in {directory, TRAINER_HOMES} & {directory, directory.parent}:
+                folder.chmod(0o711)
+        return directory
+
     def sqlalchemy_url(self) -> str:
         if self.database_url:
             return self.database_url
@@ -295,7 +336,19 @@ class Settings(BaseSettings):
         return self.public_url or f"http://{self.host}:{self.port}"
 
     def checkpoint_root(self) -> str:
-        return self.checkpoint_uri or str((self.home / "checkpoints").resolve())
+        return self.checkpoint_uri or str((self.trainer_home_dir() / "checkpoints").resolve())
+
+
+def _others_may_pass(path: Path) -> bool:
+    """Every existing folder down to `path` lets any user through (o+x)."""
+    for folder in reversed([path, *path.parents]):
+        try:
+            mode = folder.stat().st_mode
+        except FileNotFoundError:
+            return True  # created later, by make_home, passable
+        if not mode & stat.S_IXOTH:
+            return False
+    return True
 
 
 @lru_cache

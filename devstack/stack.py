@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from devstack.confinement import trainer_python
+from devstack.confinement import trainer_python, trainer_python_path
 from devstack.ports import free_port, wait_for
 from devstack.s3server import S3Server
 
@@ -123,6 +123,7 @@ class Stack:
             GPUJOBS_TRAINER_S3_SECRET_ACCESS_KEY=self.s3.secret_key,
             GPUJOBS_TRAINER_S3_REGION=self.s3.region,
             GPUJOBS_TRAINER_PYTHON=trainer_python(),
+            GPUJOBS_TRAINER_PYTHON_PATH=trainer_python_path(),
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)

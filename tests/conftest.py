@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,12 +21,26 @@ from api.migrate import upgrade_to_head
 from api.models import Base
 from api.settings import Settings
 from api.teams import service as teams
+from devstack.confinement import open_directory
 from devstack.s3server import S3Server, start_s3_server, weed_binary
 from worker.log_reader import LazyLogReader
 
 PG_ADMIN_URL = os.environ.get(
     "GPUJOBS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def trainer_homes() -> Iterator[Path]:
+    """Where a server run as root from a private folder (pytest's own tmp_path) puts trainers'
+    directories: a folder of this session's, not the machine's /var/lib/gpujobs."""
+    import api.settings
+
+    path = open_directory()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(api.settings, "TRAINER_HOMES", path)
+        yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _pg_url(database: str) -> str:

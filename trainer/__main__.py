@@ -23,7 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     # First, before the imports below (seconds on a busy machine): from here a SIGTERM is a
     # notice the trainer answers with 75/76, not an outright death.
     notice = PreemptionNotice().install()
+    from trainer import scratch
     from trainer.config import ConfigError, load_run_config
+
+    scratch.prepare()
 
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
     parser.add_argument("--config", help="RunConfig JSON file (instead of GPUJOBS_RUN_CONFIG)")

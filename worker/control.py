@@ -58,8 +58,8 @@ def make_launcher(settings: Settings) -> Launcher:
         return KubernetesLauncher.from_settings(settings)
     from worker.launchers.environment import S3Credentials
     from worker.launchers.identity import UidRange
-    from worker.launchers.interpreter import trainer_interpreter
     from worker.launchers.local import LocalLauncher
+    from worker.launchers.runtime import trainer_runtime
 
     s3 = None
     if settings.trainer_s3_access_key_id:
@@ -68,13 +68,18 @@ def make_launcher(settings: Settings) -> Launcher:
             secret_access_key=settings.trainer_s3_secret_access_key,
             region=settings.trainer_s3_region,
         )
+    trainers = settings.make_trainer_home()
+    runtime = trainer_runtime(
+        trainers / "runtime",
+        python=settings.trainer_python,
+        python_path=settings.trainer_python_path,
+    )
     return LocalLauncher(
-        root=settings.make_home() / "attempts",
+        root=trainers / "attempts",
         market=make_market(settings),
         notice_s=settings.spot_notice_s,
-        trainer_python=settings.trainer_python
-        or trainer_interpreter(settings.make_home() / "trainer-python"),
-        python_path=settings.trainer_python_path,
+        trainer_python=runtime.python,
+        python_path=runtime.python_path,
         s3=s3,
         uids=UidRange(first=settings.trainer_uid_first, count=settings.trainer_uid_count),
     )
@@ -91,7 +96,9 @@ def drain_on_shutdown(settings: Settings) -> list[str]:
         return []
     from worker.launchers.local import LocalLauncher
 
-    launcher = LocalLauncher(root=settings.home / "attempts", notice_s=settings.spot_notice_s)
+    launcher = LocalLauncher(
+        root=settings.trainer_home_dir() / "attempts", notice_s=settings.spot_notice_s
+    )
     drained = launcher.drain()
     if drained:
         logger.warning("stopped %d trainer(s) to resume later: %s", len(drained), drained)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from api.auth import hash_token
-from devstack.confinement import open_directory, trainer_python
+from devstack.confinement import open_directory, trainer_python, trainer_python_path
 
 
 def _free_port() -> int:
@@ -116,6 +116,7 @@ def standalone():  # type: ignore[no-untyped-def]
         GPUJOBS_SCHEDULE_INTERVAL_S="0.5",
         GPUJOBS_RECONCILE_INTERVAL_S="0.5",
         GPUJOBS_TRAINER_PYTHON=trainer_python(),
+        GPUJOBS_TRAINER_PYTHON_PATH=trainer_python_path(),
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "worker.standalone"],

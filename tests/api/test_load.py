@@ -29,7 +29,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from devstack.confinement import trainer_python
+from devstack.confinement import trainer_python, trainer_python_path
 from tests.conftest import PG_ADMIN_URL, _pg_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +101,7 @@ def start_server(
     env.update(
         GPUJOBS_HOME=str(home),
         GPUJOBS_TRAINER_PYTHON=trainer_python(),
+        GPUJOBS_TRAINER_PYTHON_PATH=trainer_python_path(),
         GPUJOBS_DATABASE_URL=database,
         GPUJOBS_PORT=str(port),
         GPUJOBS_CREDENTIALS_FILE=str(tmp_path / "credentials.json"),

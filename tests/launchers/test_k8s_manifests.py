@@ -122,9 +122,19 @@ def test_single_node_job_shape(make_request: RequestFactory) -> None:
         "--master-port=29500",
         "--grace-s=115",
     ]
-    (shm,) = pod["volumes"]
+    shm, scratch = pod["volumes"]
     assert shm == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8192Mi"}}
-    assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert scratch == {"name": "scratch", "emptyDir": {}}
+    assert container["volumeMounts"] == [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
+    # Any runAsUser, with or without a passwd entry in the image: who it is and where it writes.
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["USER"] == env["LOGNAME"] == "trainer"
+    assert env["HOME"] == "/scratch"
+    for key in ("TMPDIR", "TORCH_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        assert env[key].startswith("/scratch/"), key
 
 
 def test_guaranteed_qos_sets_limits_equal_to_requests(make_request: RequestFactory) -> None:
@@ -563,14 +573,18 @@ def test_a_trainer_pod_can_read_only_its_own_secret(
     pod = pod_spec(objects["job"])
     assert pod["automountServiceAccountToken"] is False
     assert pod.get("enableServiceLinks") is False  # no other Services' addresses in env
-    # Volumes: only the bounded shared-memory scratch, mounted where PyTorch expects it.
+    # Volumes: only the bounded shared memory, where PyTorch expects it, and the pod's scratch.
     assert pod["volumes"] == [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8192Mi"}}
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8192Mi"}},
+        {"name": "scratch", "emptyDir": {}},
     ]
     assert "initContainers" not in pod and len(pod["containers"]) == 1
     container = pod["containers"][0]
     assert "envFrom" not in container  # no whole Secret or ConfigMap
-    assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert container["volumeMounts"] == [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
     expected_secret_env = {ENV_JOB_TOKEN: "token"}
     if keys is not None:
         expected_secret_env |= {

@@ -25,7 +25,7 @@ import pytest
 from api.database import make_engine
 from api.migrate import upgrade_to_head
 from api.settings import Settings
-from devstack.confinement import open_directory, trainer_python
+from devstack.confinement import open_directory, trainer_python, trainer_python_path
 from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
 from gpujobs.spec import TrainerSpec
 from tests.worker.support import a_placement
@@ -90,7 +90,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         credentials_file=base / "config" / "credentials.json",
         admin_token=ADMIN_TOKEN,
         trainer_python=trainer_python(),
-        trainer_python_path=str(ROOT),  # where the operator installed the allowed module
+        trainer_python_path=trainer_python_path(),  # where the allowed module is installed
         trainer_s3_access_key_id=TRAINER_S3_KEY,
         trainer_s3_secret_access_key=TRAINER_S3_SECRET,
         **allowlist,

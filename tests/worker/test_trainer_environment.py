@@ -14,6 +14,7 @@ from worker.launchers.base import LaunchRequest
 from worker.launchers.environment import (
     Host,
     S3Credentials,
+    home_environment,
     trainer_environment,
     user_key_allowed,
 )
@@ -64,7 +65,8 @@ def local(env: dict[str, str] | None = None) -> dict[str, str]:
     return trainer_environment(
         request(env),
         run_config={ENV_RUN_CONFIG: "/a/att-1/run_config.json"},
-        host=Host(home="/a/att-1/work", server_environ=SERVER, bin_dir="/opt/py/bin"),
+        home="/a/att-1/work",
+        host=Host(server_environ=SERVER, bin_dir="/opt/py/bin"),
     )
 
 
@@ -75,6 +77,14 @@ def test_nothing_of_the_servers_environment_arrives_but_the_allowlisted_tuning()
         ENV_RUN_CONFIG: "/a/att-1/run_config.json",
         ENV_JOB_TOKEN: "gpj_job-token",
         "HOME": "/a/att-1/work",
+        "USER": "trainer",
+        "LOGNAME": "trainer",
+        "TMPDIR": "/a/att-1/work/tmp",
+        "XDG_CACHE_HOME": "/a/att-1/work/.cache",
+        "TORCH_HOME": "/a/att-1/work/.cache/torch",
+        "TRITON_CACHE_DIR": "/a/att-1/work/.cache/triton",
+        "TORCHINDUCTOR_CACHE_DIR": "/a/att-1/work/.cache/torchinductor",
+        "CUDA_CACHE_PATH": "/a/att-1/work/.cache/nv",
         "PATH": "/opt/py/bin:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -95,8 +105,9 @@ def test_s3_credentials_are_the_trainers_own_and_the_endpoint_comes_from_the_run
     env = trainer_environment(
         request(s3_endpoint="http://127.0.0.1:8333"),
         run_config={ENV_RUN_CONFIG: "/x"},
+        home="/w",
         s3=keys,
-        host=Host(home="/w", server_environ=SERVER),
+        host=Host(server_environ=SERVER),
     )
 
     assert env["AWS_ACCESS_KEY_ID"] == "TRAINERKEY"
@@ -144,15 +155,17 @@ def test_the_operators_workload_path_is_the_only_pythonpath() -> None:
     env = trainer_environment(
         request({"PYTHONPATH": "/tmp/evil"}),
         run_config={ENV_RUN_CONFIG: "/x"},
-        host=Host(home="/w", server_environ=SERVER, python_path="/srv/workloads"),
+        home="/w",
+        host=Host(server_environ=SERVER, python_path="/srv/workloads"),
     )
     assert env["PYTHONPATH"] == "/srv/workloads"
 
 
-def test_a_pod_gets_its_token_from_a_secret_and_path_and_home_from_its_image() -> None:
+def test_a_pod_gets_its_token_from_a_secret_and_path_from_its_image() -> None:
     env = trainer_environment(
         request({"WANDB_PROJECT": "mine", "LD_PRELOAD": "/tmp/evil.so"}),
         run_config={ENV_RUN_CONFIG_JSON: "{}"},
+        home="/scratch",
         include_token=False,
     )
 
@@ -163,7 +176,18 @@ def test_a_pod_gets_its_token_from_a_secret_and_path_and_home_from_its_image() -
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TZ": "UTC",
+        **home_environment("/scratch"),
     }
+
+
+def test_a_team_cannot_move_the_trainers_identity_or_caches() -> None:
+    hostile = {
+        key: "/tmp/shared"
+        for key in ("USER", "TMPDIR", "XDG_CACHE_HOME", "TORCH_HOME", "TRITON_CACHE_DIR")
+    }
+    env = local(hostile | {"TORCHINDUCTOR_CACHE_DIR": "/tmp/shared"})
+    for key in (*hostile, "TORCHINDUCTOR_CACHE_DIR"):
+        assert env[key] != "/tmp/shared", key
 
 
 @pytest.mark.parametrize(

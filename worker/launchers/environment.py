@@ -8,11 +8,17 @@ runs a team's code, so it gets only what it needs, in three layers (a later one 
 2. the few variables torch, NCCL, CUDA and OpenMP need, passed through from the server by exact
    name or prefix (the operator's tuning, never a secret);
 3. the platform's own: the run config (which carries the API URL and the checkpoint URI), the
-   job-scoped token, the S3 endpoint and the trainer's S3 credentials, and safe PATH, HOME,
-   LANG, LC_ALL, TZ.
+   job-scoped token, the S3 endpoint and the trainer's S3 credentials, safe LANG, LC_ALL, TZ,
+   and the process's identity and scratch space (`home_environment`).
 
 Both launchers call `trainer_environment`; a Kubernetes pod gets its token from a Secret and its
-PATH/HOME from its image, so those parts are optional.
+PATH from its image, so those parts are optional.
+
+A trainer may run under a uid with no passwd entry (the local launcher's per-job uids, a pod's
+`runAsUser`, OpenShift's random uids). Whatever asks the system who or where the user is then
+fails: `getpass.getuser()` (torch calls it on the CUDA path, for its kernel caches),
+`Path.home()` and every cache that derives from it. So a trainer is told: USER and LOGNAME,
+a HOME it owns, a TMPDIR and the caches of torch, Triton, inductor and CUDA inside that home.
 """
 
 from __future__ import annotations
@@ -82,11 +88,16 @@ REFUSED_USER_NAMES = frozenset(
         "NCCL_TUNER_PLUGIN",
         "TORCH_EXTENSIONS_DIR",
         "CUDA_CACHE_PATH",
+        "XDG_CACHE_HOME",
+        "TORCH_HOME",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
     }
 )
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 SAFE_LOCALE = "C.UTF-8"
+TRAINER_USER = "trainer"  # USER and LOGNAME: what getpass.getuser() answers without a passwd entry
 
 
 @dataclass(frozen=True)
@@ -112,11 +123,10 @@ class S3Credentials:
 
 @dataclass(frozen=True)
 class Host:
-    """A process on this machine (the local launcher): its own HOME, a fixed PATH, the import
-    path the operator configured for allowed workload modules, and the server's environment
-    to pick the passthrough variables from."""
+    """A process on this machine (the local launcher): a fixed PATH, the import path the
+    operator configured for allowed workload modules, and the server's environment to pick the
+    passthrough variables from."""
 
-    home: str
     server_environ: Mapping[str, str]
     bin_dir: str = ""  # the trainer interpreter's directory, first on PATH
     python_path: str = ""
@@ -136,23 +146,43 @@ def passthrough(server_environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def home_environment(home: str) -> dict[str, str]:
+    """Who the trainer is and where it may write, whatever its uid: everything inside `home`,
+    a directory of its own (the trainer creates the subdirectories: trainer.scratch)."""
+    cache = f"{home}/.cache"
+    return {
+        "USER": TRAINER_USER,
+        "LOGNAME": TRAINER_USER,
+        "HOME": home,
+        "TMPDIR": f"{home}/tmp",
+        "XDG_CACHE_HOME": cache,
+        "TORCH_HOME": f"{cache}/torch",
+        "TRITON_CACHE_DIR": f"{cache}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
+        "CUDA_CACHE_PATH": f"{cache}/nv",
+    }
+
+
 def trainer_environment(
     request: LaunchRequest,
     *,
     run_config: Mapping[str, str],
+    home: str,
     include_token: bool = True,
     s3: S3Credentials | None = None,
     host: Host | None = None,
 ) -> dict[str, str]:
     """The trainer's whole environment. `run_config` is `{GPUJOBS_RUN_CONFIG: path}` or
-    `{GPUJOBS_RUN_CONFIG_JSON: json}`; `include_token=False` where the token comes from a
-    Secret; `host` only for a process on this machine."""
+    `{GPUJOBS_RUN_CONFIG_JSON: json}`; `home` a directory the trainer's uid owns;
+    `include_token=False` where the token comes from a Secret; `host` only for a process on
+    this machine."""
     env = {key: value for key, value in request.env.items() if user_key_allowed(key)}
     platform: dict[str, str] = {
         "PYTHONUNBUFFERED": "1",
         "LANG": SAFE_LOCALE,
         "LC_ALL": SAFE_LOCALE,
         "TZ": "UTC",
+        **home_environment(home),
         **run_config,
     }
     if include_token:
@@ -163,7 +193,6 @@ def trainer_environment(
         platform.update(s3.variables())
     if host is not None:
         env.update(passthrough(host.server_environ))
-        platform["HOME"] = host.home
         platform["PATH"] = f"{host.bin_dir}:{SAFE_PATH}" if host.bin_dir else SAFE_PATH
         # The user's site-packages would be HOME's, the attempt's own directory: nothing there.
         platform["PYTHONNOUSERSITE"] = "1"

@@ -49,6 +49,9 @@ TOKEN_KEY = "token"
 S3_ACCESS_KEY_ID_KEY = "aws-access-key-id"
 S3_SECRET_ACCESS_KEY_KEY = "aws-secret-access-key"
 SHM_VOLUME = "dshm"
+# The trainer's HOME, TMPDIR and caches: the pod's own, writable under any runAsUser (fsGroup).
+SCRATCH_VOLUME = "scratch"
+SCRATCH_PATH = "/scratch"
 # PID 1 of the pod: starts the ranks, forwards the notice, exits 75 when every rank saved.
 SUPERVISOR_COMMAND = ["python", "-m", "trainer.supervisor"]
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -287,7 +290,8 @@ def _pod_spec(
                 empty_dir=client.V1EmptyDirVolumeSource(
                     medium="Memory", size_limit=config.resources.shm_size
                 ),
-            )
+            ),
+            client.V1Volume(name=SCRATCH_VOLUME, empty_dir=client.V1EmptyDirVolumeSource()),
         ],
     )
 
@@ -368,6 +372,7 @@ def _container(
     plain = trainer_environment(
         request,
         run_config={ENV_RUN_CONFIG_JSON: run_config_json(request, config)},
+        home=SCRATCH_PATH,
         include_token=False,
     )
     # The job token (and S3 keys) come from the attempt's Secret: secret_env, below.
@@ -384,7 +389,10 @@ def _container(
         args=supervisor_args(request, config, name),
         env=env + secret_env(config, name),
         resources=client.V1ResourceRequirements(requests=requests, limits=limits or None),
-        volume_mounts=[client.V1VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")],
+        volume_mounts=[
+            client.V1VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm"),
+            client.V1VolumeMount(name=SCRATCH_VOLUME, mount_path=SCRATCH_PATH),
+        ],
         security_context=client.V1SecurityContext(
             allow_privilege_escalation=False,
             capabilities=client.V1Capabilities(drop=["ALL"]),
