@@ -26,7 +26,13 @@ DEFAULT_EVERY_STEPS = 200
 # a checkpoint records it, and a resume that differs is refused unless
 # `trainer.checkpoint.allow_config_change` is set. The world size (torchrun's) may differ too;
 # the trainer says so when it does. Gradient checkpointing recomputes the same forward pass.
-FREE_ON_RESUME = ("trainer.dataloader", "trainer.checkpoint", "trainer.grad_checkpointing")
+FREE_ON_RESUME = (
+    "trainer.dataloader",
+    "trainer.checkpoint",
+    "trainer.grad_checkpointing",
+    "trainer.compile",
+    "trainer.deterministic",
+)
 
 
 class ConfigError(Exception):

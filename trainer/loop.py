@@ -27,7 +27,7 @@ from gpujobs.runtime import (
     EXIT_PREEMPTED_NO_CHECKPOINT,
     RunConfig,
 )
-from trainer import rng
+from trainer import determinism, rng
 from trainer.checkpoint import (
     Checkpointer,
     CheckpointState,
@@ -98,6 +98,7 @@ class Trainer:
 
     def _build(self) -> None:
         spec, dist = self.spec, self.dist
+        determinism.apply(spec.deterministic)
         rng.seed_everything(spec.seed)
         self.workload: Workload = load_workload(
             spec.workload, spec.args, allowed_prefixes=self.config.allowed_workload_prefixes
@@ -133,6 +134,9 @@ class Trainer:
         if dist.distributed:
             device_ids = [dist.local_rank] if dist.device.type == "cuda" else None
             self.train_model = DistributedDataParallel(self.model, device_ids=device_ids)
+        if spec.compile:
+            # The wrapper only: checkpoints keep saving self.model, without compile's prefixes.
+            self.train_model = torch.compile(self.train_model)  # type: ignore[assignment]
         loader = build_loader(
             self.workload.train_dataset,
             self.sampler,
@@ -345,6 +349,8 @@ class Trainer:
             amp=str(spec.amp) if self.precision.note is None else self.precision.note,
             checkpoint_every_steps=interval.every_steps,
             checkpoint_every_seconds=interval.every_seconds,
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+            compiled=spec.compile,
         )
         reporter = self._reporter()
         try:

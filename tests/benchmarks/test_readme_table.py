@@ -9,4 +9,4 @@ def test_the_readme_table_is_rendered_from_the_results() -> None:
     current = readme.README.read_text()
     assert current == readme.render(current), "run `python -m benchmarks.readme`"
     for name in readme.ROWS:
-        assert (readme.RESULTS / f"{name}.json").exists(), name
+        assert (readme.RESULTS / f"{name}.json").exists() or name in readme.NOT_YET, name

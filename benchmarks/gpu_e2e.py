@@ -1,0 +1,555 @@
+"""GPU acceptance: what gpujobs does on one CUDA GPU, in one command, in about 6 minutes.
+
+    benchmarks/gpu_e2e.sh                  # on a machine with a CUDA GPU, as root (as `make run`)
+    benchmarks/gpu_e2e.sh --dry-run        # the same steps at tiny sizes on a CPU (`make test`)
+
+Parts, each timed, each written to the results even when another fails:
+  table      GPT-124M (12 x 768, batch 16 x 1024): step time, tokens/s, peak memory and loss for
+             amp off (TF32) / bf16 / fp16, gradient checkpointing off / on
+  curves     loss curves of TF32, bf16 and fp16 over 1,000 steps on the same data; goal: bf16's
+             final loss (mean of the last 50 steps) within 1% of TF32's
+  speed      bf16 with `torch.compile`: step time and model FLOPs utilisation against the GPU's
+             peak dense bf16 rate (nanoGPT's formula); goal: MFU >= 50% on an H100/H200
+  cuda_tests the suite's CUDA tests (`pytest -m cuda`)
+  resume     the trainer alone, bf16 and fp16 (with its scaler), deterministic on and off: a run
+             preempted (SIGTERM, checkpoint, resume) against an uninterrupted one, tensor by tensor
+  service    the embedded service as root (`python -m worker.standalone`, what `make run` starts)
+             with a simulated spot market of about one notice a minute: two jobs on on-demand and
+             one on spot, all SUCCEEDED, the spot one preempted at least once, and the final
+             weights compared (the two uninterrupted runs with each other and with the preempted)
+
+Writes benchmarks/results/gpu.json (`--out` elsewhere; a dry run never writes the results file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+# Peak dense bf16 tensor-core rates, FLOP/s, by the name torch reports (datasheet figures).
+PEAK_BF16 = {
+    "H200": 989.4e12,
+    "H100 SXM": 989.4e12,
+    "H100 80GB HBM3": 989.4e12,
+    "H100 PCIe": 756.0e12,
+    "H100 NVL": 835.0e12,
+    "A100": 312.0e12,
+    "L40S": 362.1e12,
+    "L4": 121.0e12,
+}
+MFU_GOAL = 0.50
+AMP_GOAL = 0.01  # bf16's final loss within 1% of TF32's
+
+
+@dataclass(frozen=True)
+class Sizes:
+    model: dict[str, int]
+    batch: int
+    table_steps: int
+    curve_steps: int
+    speed_steps: int
+    resume_model: dict[str, int]
+    resume_steps: int
+    resume_cases: tuple[tuple[str, bool], ...]  # (amp, deterministic)
+    service_steps: int
+    notices_per_minute: float  # the rate market's rate: per simulated hour at x60
+    compile: bool
+
+
+GPU = Sizes(
+    model={"n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024},
+    batch=16,
+    table_steps=10,
+    curve_steps=1000,
+    speed_steps=30,
+    resume_model={"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256},
+    resume_steps=300,
+    resume_cases=(("bf16", True), ("bf16", False), ("fp16", True), ("fp16", False)),
+    service_steps=3000,
+    notices_per_minute=1.0,
+    compile=True,
+)
+DRY = Sizes(
+    model={"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
+    batch=4,
+    table_steps=2,
+    curve_steps=20,
+    speed_steps=3,
+    resume_model={"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
+    resume_steps=30,
+    resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
+    service_steps=300,
+    notices_per_minute=6.0,  # one every ~10 s: the tiny spot job sees one
+    compile=False,  # inductor's CPU build of even a tiny model takes minutes on 2 cores
+)
+
+
+def flops_per_token(n_params: int, *, n_layer: int, n_head: int, n_embd: int, block: int) -> float:
+    """Training FLOPs per token (forward and backward), nanoGPT's estimate (PaLM, appendix B)."""
+    return 6 * n_params + 12 * n_layer * n_head * (n_embd // n_head) * block
+
+
+def mfu(tokens_per_s: float, flops: float, peak: float | None) -> float | None:
+    return None if not peak else tokens_per_s * flops / peak
+
+
+def peak_bf16(device_name: str) -> float | None:
+    return next((rate for name, rate in PEAK_BF16.items() if name in device_name), None)
+
+
+# -- training steps in this process (table, curves, speed) --------------------------------------
+
+
+def _trainer(sizes: Sizes, *, amp: str, checkpointing: bool = False, compile: bool = False) -> Any:
+    import torch
+
+    from gpujobs.spec import AmpDtype
+    from trainer.optimization import make_optimizer
+    from trainer.precision import choose_precision
+    from trainer.rng import seed_everything
+    from trainer.workloads import load_workload
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    seed_everything(0)
+    workload = load_workload("gpt", {**sizes.model, "corpus_bytes": 4_000_000})
+    if checkpointing and workload.set_grad_checkpointing is not None:
+        workload.set_grad_checkpointing(True)
+    model = workload.model.to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    train: Any = torch.compile(model) if compile else model
+    optimizer = make_optimizer(model, 3e-4, device)
+    precision = choose_precision(AmpDtype(amp), device)
+    generator = torch.Generator().manual_seed(0)
+    loader = torch.utils.data.DataLoader(
+        workload.train_dataset, batch_size=sizes.batch, shuffle=True, drop_last=True,
+        num_workers=2 if device.type == "cuda" else 0, pin_memory=device.type == "cuda",
+        generator=generator,
+    )  # fmt: skip
+
+    def batches() -> Iterator[Any]:
+        while True:
+            yield from loader
+
+    stream = batches()
+
+    def step() -> float:
+        x, y = (t.to(device, non_blocking=True) for t in next(stream))
+        with precision.autocast():
+            loss = workload.loss_fn(train, (x, y))
+        precision.scaler.scale(loss).backward()
+        precision.scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        precision.scaler.step(optimizer)
+        precision.scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    return step, device, n_params
+
+
+def _timed(step: Callable[[], float], device: Any, steps: int) -> tuple[float, float]:
+    import torch
+
+    for _ in range(3):  # warm-up: allocator, kernels (a compile), workers
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    loss = 0.0
+    for _ in range(steps):
+        loss = step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / steps, loss
+
+
+def _peak_gib(device: Any) -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
+
+
+def _amps(device_type: str) -> tuple[str, ...]:
+    return ("off", "bf16", "fp16")
+
+
+def part_table(sizes: Sizes) -> dict[str, Any]:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    runs = []
+    for amp in _amps("any"):
+        for checkpointing in (False, True):
+            step, device, _ = _trainer(sizes, amp=amp, checkpointing=checkpointing)
+            seconds, loss = _timed(step, device, sizes.table_steps)
+            runs.append(
+                {
+                    "amp": amp,
+                    "grad_checkpointing": checkpointing,
+                    "step_ms": round(1000 * seconds, 2),
+                    "tokens_per_s": round(sizes.batch * sizes.model["block_size"] / seconds),
+                    "peak_memory_gib": _peak_gib(device),
+                    "loss": round(loss, 4),
+                }
+            )
+            _free()
+    return {"runs": runs}
+
+
+def part_curves(sizes: Sizes) -> dict[str, Any]:
+    curves: dict[str, list[float]] = {}
+    for amp in _amps("any"):
+        step, _, _ = _trainer(sizes, amp=amp)
+        curves[amp] = [step() for _ in range(sizes.curve_steps)]
+        _free()
+    tail = max(1, min(50, sizes.curve_steps // 4))
+    final = {amp: sum(losses[-tail:]) / tail for amp, losses in curves.items()}
+    gap = {amp: final[amp] / final["off"] - 1 for amp in ("bf16", "fp16")}
+    every = max(1, sizes.curve_steps // 100)
+    return {
+        "steps": sizes.curve_steps,
+        "final_loss_mean_of_last": tail,
+        "final_loss": {amp: round(v, 4) for amp, v in final.items()},
+        "vs_tf32": {amp: round(v, 4) for amp, v in gap.items()},
+        "goal_bf16_within": AMP_GOAL,
+        "goal_met": abs(gap["bf16"]) <= AMP_GOAL,
+        "curves_every": every,
+        "curves": {amp: [round(v, 4) for v in losses[::every]] for amp, losses in curves.items()},
+    }
+
+
+def part_speed(sizes: Sizes) -> dict[str, Any]:
+    import torch
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor()
+    peak = peak_bf16(name) if torch.cuda.is_available() else None
+    out: dict[str, Any] = {"device": name, "peak_bf16_flops": peak, "runs": []}
+    for compiled in sorted({False, sizes.compile}):
+        step, device, n_params = _trainer(sizes, amp="bf16", compile=compiled)
+        started = time.perf_counter()
+        seconds, _ = _timed(step, device, sizes.speed_steps)
+        m = sizes.model
+        flops = flops_per_token(
+            n_params, n_layer=m["n_layer"], n_head=m["n_head"], n_embd=m["n_embd"],
+            block=m["block_size"],
+        )  # fmt: skip
+        tokens_per_s = sizes.batch * m["block_size"] / seconds
+        value = mfu(tokens_per_s, flops, peak)
+        out["runs"].append(
+            {
+                "compile": compiled,
+                "step_ms": round(1000 * seconds, 2),
+                "tokens_per_s": round(tokens_per_s),
+                "mfu": None if value is None else round(value, 4),
+                "wall_s_with_warmup": round(time.perf_counter() - started, 1),
+            }
+        )
+        _free()
+    best = [run["mfu"] for run in out["runs"] if run["mfu"] is not None]
+    out["goal_mfu"] = MFU_GOAL
+    out["goal_met"] = bool(best) and max(best) >= MFU_GOAL
+    return out
+
+
+def _free() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def part_cuda_tests(sizes: Sizes, *, dry_run: bool) -> dict[str, Any]:
+    if dry_run:
+        return {"skipped": "dry run: no CUDA"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return {"exit_code": done.returncode, "summary": done.stdout.strip().splitlines()[-1:]}
+
+
+# -- the trainer as a process: exact resume -----------------------------------------------------
+
+
+def _run_config(directory: Path, sizes: Sizes, *, amp: str, deterministic: bool) -> Path:
+    trainer = {
+        "workload": "gpt",
+        "steps": sizes.resume_steps,
+        "batch_size": sizes.batch,
+        "amp": amp,
+        "seed": 3,
+        "deterministic": deterministic,
+        "dataloader": {"num_workers": 0},
+        "checkpoint": {"every_steps": max(1, sizes.resume_steps // 6), "keep_last": 2},
+        "args": {**sizes.resume_model, "dropout": 0.1, "corpus_bytes": 1_000_000},
+    }
+    path = directory / "config.json"
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {"trainer": trainer, "checkpoint_uri": str(directory / "ckpt")}
+    path.write_text(json.dumps(config | {"progress_every_s": 0.05}))
+    return path
+
+
+def _trainer_process(config: Path, *, stop_at: int | None = None) -> int:
+    """`python -m trainer`; with `stop_at`, SIGTERM (a spot notice) once it reports that step."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "--config", str(config)], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    for line in process.stdout:
+        if stop_at is not None and line.startswith("{"):
+            record = json.loads(line)
+            if record.get("step", 0) >= stop_at and "loss" in record:
+                process.send_signal(signal.SIGTERM)
+                stop_at = None
+    return process.wait()
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    differing = [name for name, tensor in a.items() if not torch.equal(tensor, b[name])]
+    worst = max(
+        (float((a[name].float() - b[name].float()).abs().max()) for name in differing), default=0.0
+    )
+    return {"bitwise_equal": not differing, "tensors_differing": len(differing), "max_abs": worst}
+
+
+def _final(directory: Path) -> Any:
+    from trainer.checkpoint import load_latest
+
+    state = load_latest(str(directory / "ckpt"))
+    return None if state is None else state.shared["model"]
+
+
+def part_resume(sizes: Sizes, *, work: Path) -> dict[str, Any]:
+    cases = []
+    for amp, deterministic in sizes.resume_cases:
+        label = f"{amp}-{'det' if deterministic else 'nondet'}"
+        whole = _run_config(work / label / "whole", sizes, amp=amp, deterministic=deterministic)
+        cut = _run_config(work / label / "cut", sizes, amp=amp, deterministic=deterministic)
+        codes = [
+            _trainer_process(whole),
+            _trainer_process(cut, stop_at=sizes.resume_steps // 2),
+            _trainer_process(cut),
+        ]
+        a, b = _final(whole.parent), _final(cut.parent)
+        case: dict[str, Any] = {"amp": amp, "deterministic": deterministic, "exits": codes}
+        case |= _compare(a, b) if a is not None and b is not None else {"error": "no weights"}
+        cases.append(case)
+    held = all(c.get("bitwise_equal") for c in cases if c["deterministic"])
+    return {"steps": sizes.resume_steps, "cases": cases, "deterministic_bitwise_equal": held}
+
+
+# -- the embedded service as root ---------------------------------------------------------------
+
+
+@contextmanager
+def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
+    from devstack.ports import free_port, wait_for
+    from gpujobs.config import stored_token
+
+    port = free_port()
+    credentials = home / "credentials.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
+    env |= {
+        "GPUJOBS_HOME": str(home / "state"),
+        "GPUJOBS_PORT": str(port),
+        "GPUJOBS_CREDENTIALS_FILE": str(credentials),
+        "GPUJOBS_SPOT_MARKET": "rate",
+        "GPUJOBS_SPOT_PREEMPTION_RATE_PER_HOUR": str(sizes.notices_per_minute),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(home / "service.log", "wb")  # noqa: SIM115 - the service's, closed below
+    service = subprocess.Popen(
+        [sys.executable, "-m", "worker.standalone"], cwd=ROOT, env=env, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: service.poll() is not None or stored_token(credentials, url=url),
+            timeout=300, what="the embedded service",
+        )  # fmt: skip
+        token = stored_token(credentials, url=url)
+        if service.poll() is not None or token is None:
+            raise RuntimeError((home / "service.log").read_text()[-3000:])
+        yield url, token
+    finally:
+        os.killpg(service.pid, signal.SIGTERM)
+        try:
+            service.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(service.pid, signal.SIGKILL)
+        log.close()
+
+
+def _job_spec(name: str, sizes: Sizes, *, capacity: str, amp: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "trainer": {
+            "workload": "gpt",
+            "steps": sizes.service_steps,
+            "batch_size": sizes.batch,
+            "amp": amp,
+            "seed": 11,
+            "deterministic": True,
+            "dataloader": {"num_workers": 0},
+            "checkpoint": {"every_steps": max(1, sizes.service_steps // 10), "keep_last": 2},
+            "args": {**sizes.resume_model, "corpus_bytes": 1_000_000},
+        },
+        "capacity": {"types": [capacity]},
+        "deadline_hours": 4,
+        "estimated_hours": 0.05,
+    }
+
+
+def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
+    import httpx
+
+    from api.settings import Settings
+    from gpujobs.client import Client
+    from trainer.checkpoint import load_latest
+
+    with _embedded_service(work, sizes) as (url, token):
+        client = Client(url=url, token=token)
+        specs = {
+            "on-demand-a": _job_spec("gpu-e2e-a", sizes, capacity="on_demand", amp=amp),
+            "on-demand-b": _job_spec("gpu-e2e-b", sizes, capacity="on_demand", amp=amp),
+            "spot": _job_spec("gpu-e2e-spot", sizes, capacity="spot", amp=amp),
+        }
+        jobs = {label: client.submit(spec).id for label, spec in specs.items()}
+        done = {label: client.wait(job, timeout=1800, poll=1.0) for label, job in jobs.items()}
+        attempts = {label: client.attempts(job) for label, job in jobs.items()}
+        try:
+            logs = {label: client.logs(job)[-2000:] for label, job in jobs.items()}
+        except httpx.HTTPError:
+            logs = {}
+    root = Settings(home=work / "state").checkpoint_root()
+    weights = {}
+    for label, job in jobs.items():
+        state = load_latest(f"{root}/{job}")
+        weights[label] = None if state is None else state.shared["model"]
+    comparisons = {}
+    for left, right in (("on-demand-a", "on-demand-b"), ("on-demand-a", "spot")):
+        a, b = weights[left], weights[right]
+        comparisons[f"{left} vs {right}"] = (
+            _compare(a, b) if a is not None and b is not None else {"error": "no weights"}
+        )
+    preemptions = sum(1 for a in attempts["spot"] if a.end_reason == "preempted")
+    statuses = {label: str(job.status) for label, job in done.items()}
+    failed = {k: logs.get(k, "") for k, v in statuses.items() if not v.endswith("SUCCEEDED")}
+    return {
+        "amp": amp,
+        "steps": sizes.service_steps,
+        "statuses": statuses,
+        "attempts": {label: len(items) for label, items in attempts.items()},
+        "spot_preemptions": preemptions,
+        "weights": comparisons,
+        "all_succeeded": all(status.endswith("SUCCEEDED") for status in statuses.values()),
+        "failed_logs": failed,
+    }
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def _part(results: dict[str, Any], name: str, run: Callable[[], dict[str, Any]]) -> None:
+    started = time.perf_counter()
+    try:
+        results[name] = run()
+    except Exception as error:  # a part that fails is a finding; the others still run
+        results[name] = {"error": f"{type(error).__name__}: {error}"[:2000]}
+        traceback.print_exc()
+    results[name]["wall_s"] = round(time.perf_counter() - started, 1)
+    print(f"gpu_e2e: {name} done in {results[name]['wall_s']} s", file=sys.stderr, flush=True)
+
+
+def run(*, dry_run: bool, only: list[str] | None = None) -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not dry_run:
+        return {"error": "no CUDA GPU visible to torch; --dry-run runs the steps on a CPU"}
+    sizes = DRY if dry_run else GPU
+    amp = "bf16" if cuda and torch.cuda.is_bf16_supported() else "off"
+    results: dict[str, Any] = {
+        "dry_run": dry_run,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "as_root": os.geteuid() == 0,
+        "sizes": sizes.__dict__,
+    }
+    work = Path(tempfile.mkdtemp(prefix="gpujobs-gpu-e2e-"))
+    work.chmod(0o711)  # the service's trainers (other uids) pass through to their directories
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "table": lambda: part_table(sizes),
+        "curves": lambda: part_curves(sizes),
+        "speed": lambda: part_speed(sizes),
+        "cuda_tests": lambda: part_cuda_tests(sizes, dry_run=dry_run),
+        "resume": lambda: part_resume(sizes, work=work / "resume"),
+        "service": lambda: part_service(sizes, work=work / "service", amp=amp),
+    }
+    (work / "service").mkdir()
+    started = time.perf_counter()
+    for name, part in parts.items():
+        if only is None or name in only:
+            _part(results, name, part)
+    results["wall_s"] = round(time.perf_counter() - started, 1)
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+    return results
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes on a CPU")
+    parser.add_argument("--only", action="append", help="run only this part (repeatable)")
+    parser.add_argument("--out", type=Path, help="where to write the JSON")
+    args = parser.parse_args()
+    results = _json_safe(run(dry_run=args.dry_run, only=args.only))
+    text = json.dumps(results, indent=2) + "\n"
+    out = args.out or (None if args.dry_run else RESULTS / "gpu.json")
+    if out is not None:
+        out.write_text(text)
+    print(text)
+    return 2 if "error" in results else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
