@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.utils.data import TensorDataset
 
+from tests.worker.hostile import linear
 from trainer.workloads import Workload
 
 
@@ -65,12 +63,4 @@ def build(args: dict[str, Any]) -> Workload:
     rank = os.environ.get("RANK", "0")
     Path(f"anyuid-{rank}.json").write_text(json.dumps(answers(), sort_keys=True))
 
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 4, generator=generator)
-    y = x.sum(dim=1, keepdim=True)
-
-    def loss_fn(model: nn.Module, batch: list[torch.Tensor]) -> torch.Tensor:
-        inputs, targets = batch
-        return F.mse_loss(model(inputs), targets)
-
-    return Workload(model=nn.Linear(4, 1), train_dataset=TensorDataset(x, y), loss_fn=loss_fn)
+    return linear()
