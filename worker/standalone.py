@@ -25,6 +25,7 @@ from api.settings import Settings
 from api.teams import service as teams
 from gpujobs import config
 from worker.control import build_control_plane
+from worker.launchers.runtime import RuntimeUnavailable
 from worker.log_reader import log_reader
 from worker.loops import InProcessLoops
 
@@ -116,7 +117,11 @@ def main() -> int:
     print(f"database: {settings.sqlalchemy_url()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
     sys.stdout.flush()
-    control = build_control_plane(settings, factory=factory)
+    try:
+        control = build_control_plane(settings, factory=factory)
+    except RuntimeUnavailable as error:  # before any job: what to do, not a traceback
+        print(f"gpujobs: cannot start trainers: {error}", file=sys.stderr)
+        return 1
     loops = InProcessLoops(control)
     app = create_app(
         api_settings, session_factory=factory, nudge=loops.nudge, logs=log_reader(control.launcher)
