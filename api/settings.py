@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, over_the_table
+from gpujobs.resources import Launcher
 from gpujobs.workloads import valid_prefix
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
@@ -115,7 +116,7 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
 
     # Launchers
-    launcher: Literal["local", "kubernetes"] = "local"
+    launcher: Launcher = "local"
     local_max_ranks: int = Field(
         default_factory=lambda: os.cpu_count() or 1,
         ge=1,
@@ -136,6 +137,13 @@ class Settings(BaseSettings):
         "",
         description="trace market: a spot-traces JSON file to replay; empty = the one shipped "
         "with the worker (AWS us-east-1a p3.2xlarge, Feb 2023).",
+    )
+    spot_trace_start: int | None = Field(
+        None,
+        ge=0,
+        description="trace market: the tick (index into the trace's data) the replay starts "
+        "at; empty = 0, or for the shipped trace 14695, where spot is offered for 52 s of wall "
+        "time at x60 and then taken back for 10 s: a preemption within a minute of start.",
     )
     spot_trace_time_scale: float = Field(
         60.0, description="Simulated seconds per wall-clock second for the spot market."

@@ -106,13 +106,22 @@ def drain_on_shutdown(settings: Settings) -> list[str]:
 
 
 def make_market(settings: Settings) -> SpotMarket | None:
-    from worker.launchers.spot_market import RateMarket, TraceMarket, market_origin
+    from worker.launchers.spot_market import (
+        SHIPPED_TRACE_START,
+        RateMarket,
+        TraceMarket,
+        market_origin,
+    )
 
     if settings.spot_market == "trace":
+        start = settings.spot_trace_start
+        if start is None:
+            start = 0 if settings.spot_trace else SHIPPED_TRACE_START
         return TraceMarket.from_file(
             Path(settings.spot_trace) if settings.spot_trace else DEFAULT_TRACE,
             time_scale=settings.spot_trace_time_scale,
             t0=market_origin(settings.home),
+            start=start,
         )
     if settings.spot_market == "rate":
         return RateMarket(

@@ -11,11 +11,11 @@ step without progress would make the deadline unreachable, even when that costs 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from api.placement.options import Market, Option, first, outcome, plan, work_hours
-from api.placement.slack import Choice, SlackView, choose
+from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
 from api.placement.snapshot import JobState, Snapshot
 from api.pricing.cost_model import Outcome
 from gpujobs.spec import CapacityType
@@ -89,12 +89,13 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
 
     # The pool the job waits for when spot is out now: its lifetime and price set the reserve.
     pool = spot or (first(market.spot(job), waiting=True) if CapacityType.SPOT in allowed else None)
-    choice = _choice(job, snap, spot, od, hours_left, pool)
-    if choice is Choice.WAIT:
+    verdict, view = _choice(job, snap, spot, od, hours_left, pool)
+    if verdict.choice is Choice.WAIT:
         if current is not None:
             return None
-        return Defer(job.id, "waiting for spot capacity: the deadline's slack allows it")
-    option = spot if choice is Choice.SPOT else od
+        why = f"waiting for spot capacity: {verdict.why}{_next(snap, view)}"
+        return Defer(job.id, why + _assumed(job))
+    option = spot if verdict.choice is Choice.SPOT else od
     assert option is not None
     if current is not None:
         if option.capacity == current.capacity_type:
@@ -103,9 +104,28 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     reason = (
         "spot: cheapest expected cost while slack remains"
         if option.capacity == CapacityType.SPOT
-        else "on-demand: the deadline needs it or spot is not usable"
+        else f"on-demand: {verdict.why}"
     )
-    return _commit(rnd, job, option, hours_left, reason)
+    return _commit(rnd, job, option, hours_left, reason + _assumed(job))
+
+
+def _next(snap: Snapshot, view: SlackView | None) -> str:
+    """When a waiting job moves to on-demand if spot stays out: the rule knows it."""
+    if view is None:
+        return ""
+    now = snap.now.astimezone(UTC).replace(tzinfo=None) if snap.now.tzinfo else snap.now
+    at = now + timedelta(hours=wait_hours(view))
+    if at.second or at.microsecond:  # "by": rounded up, so the move is never later than said
+        at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    shown = f"{at:%H:%M}" if at.date() == now.date() else f"{at:%b %d %H:%M}"
+    return f"; moves to on-demand by {shown} UTC unless spot returns"
+
+
+def _assumed(job: JobState) -> str:
+    """Without estimated_hours or a measured rate, the work is a default (the worker's)."""
+    if job.spec.estimated_hours is None and job.step_seconds is None:
+        return f"; no estimated_hours: assumed {job.remaining_hours:.2g} h"
+    return ""
 
 
 def _hours(delta: timedelta) -> float:
@@ -119,16 +139,23 @@ def _choice(
     od: Option | None,
     hours_left: float | None,
     pool: Option | None = None,
-) -> Choice:
+) -> tuple[Verdict, SlackView | None]:
+    """The rule's verdict, and the view it judged (None where it was not needed)."""
     if od is None:
-        return Choice.SPOT if spot is not None else Choice.WAIT
-    if spot is None and (
-        job.state == "running" or CapacityType.SPOT not in job.spec.capacity.types
-    ):
-        return Choice.ON_DEMAND
+        if spot is not None:
+            return Verdict(Choice.SPOT, "cheapest expected cost while slack remains"), None
+        return Verdict(Choice.WAIT, "no on-demand option to fall back on"), None
+    if CapacityType.SPOT not in job.spec.capacity.types:
+        return Verdict(Choice.ON_DEMAND, "the spec's capacity.types do not allow spot"), None
+    if spot is None and job.state == "running":
+        return Verdict(Choice.ON_DEMAND, "no usable spot offer now"), None
     if hours_left is None:
         # No deadline: no reason to pay on-demand while spot is there.
-        return Choice.SPOT if spot is not None else Choice.ON_DEMAND
+        if spot is not None:
+            return Verdict(Choice.SPOT, "cheapest expected cost while slack remains"), None
+        return Verdict(
+            Choice.ON_DEMAND, "no usable spot offer now, and no deadline to wait in"
+        ), None
     current = job.current if job.state == "running" else None
     on = Choice.WAIT
     changeover_left = 0.0
@@ -161,7 +188,7 @@ def _choice(
         on_hours=ran,
         spot_pace=spot_pace,
     )
-    return choose(view)
+    return rule(view), view
 
 
 def _budget_cost(job: JobState, out: Outcome) -> float:

@@ -31,7 +31,7 @@ on-demand could no longer finish.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -109,23 +109,66 @@ def _worth_trying(v: SlackView) -> bool:
 
 
 def choose(v: SlackView) -> Choice:
+    return rule(v).choice
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    choice: Choice
+    why: str  # which condition decided, in words a job's status can show
+
+
+def rule(v: SlackView) -> Verdict:
+    """choose()'s choice, and which of its conditions made it."""
     g, d, left = v.step_hours, v.restart_hours, v.hours_left
     work = v.work_left + (v.changeover_left if v.on is Choice.ON_DEMAND else 0.0)
     slack = left - work - d
     keep = reserve(v)
     if v.on is Choice.ON_DEMAND:
         if left - g < work + d:  # leaving now could not be undone in time
-            return Choice.ON_DEMAND
+            return Verdict(Choice.ON_DEMAND, "leaving on-demand could not be undone in time")
         if v.spot_available and slack - d >= keep + g and _worth_spot(v, 2) and _worth_trying(v):
-            return Choice.SPOT
-        return Choice.ON_DEMAND
+            return Verdict(Choice.SPOT, "spot is back and the slack can absorb another restart")
+        return Verdict(Choice.ON_DEMAND, "going back to spot would not pay its restarts now")
     progressing = v.on is Choice.SPOT and v.spot_available and v.changeover_left <= 0
     if left - g < work - (g / v.spot_pace if progressing else 0.0) + d:  # safety net
-        return Choice.ON_DEMAND
+        return Verdict(
+            Choice.ON_DEMAND,
+            "the deadline needs it: the slack cannot absorb a wait or a spot restart",
+        )
     if v.spot_available:
         if v.on is Choice.SPOT:
-            return Choice.SPOT
-        if slack - d >= g and _worth_spot(v, 1):
-            return Choice.SPOT
-        return Choice.ON_DEMAND
-    return Choice.WAIT if slack - g >= keep else Choice.ON_DEMAND
+            return Verdict(Choice.SPOT, "the spot instance still runs")
+        if slack - d < g:
+            return Verdict(Choice.ON_DEMAND, "the deadline needs it: no slack for a spot restart")
+        if _worth_spot(v, 1):
+            return Verdict(Choice.SPOT, "cheapest expected cost while slack remains")
+        return Verdict(
+            Choice.ON_DEMAND, "spot's expected lifetime does not pay for a restart at its price"
+        )
+    if slack - g >= keep:
+        return Verdict(Choice.WAIT, "the deadline's slack allows it")
+    return Verdict(
+        Choice.ON_DEMAND, "spot has no capacity and the deadline's slack is down to its reserve"
+    )
+
+
+def wait_hours(v: SlackView) -> float:
+    """How long the rule keeps waiting for spot if spot stays out and nothing else changes.
+
+    Slack falls by an hour per hour waited, the reserve by less (it is at most Uniform
+    Progress's share of the initial slack, which is below the window), so the rule waits over
+    one interval from now: its end is found by bisection on the rule itself."""
+
+    def waits(after: float) -> bool:
+        return choose(replace(v, spot_available=False, hours_left=v.hours_left - after)) is (
+            Choice.WAIT
+        )
+
+    lo, hi = 0.0, max(0.0, v.hours_left)
+    if not waits(lo):
+        return 0.0
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if waits(mid) else (lo, mid)
+    return hi

@@ -1,3 +1,4 @@
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -336,3 +337,58 @@ def test_the_candidate_index_is_the_one_offer_filter() -> None:
             cloud=resources.clouds,
         )
         assert {o.key for o in listed} == expected, case
+
+
+def _by(reason: str, now: datetime = NOW) -> datetime:
+    """The time a waiting job's reason, given at `now`, says it moves to on-demand."""
+    match = re.search(r"moves to on-demand by (.+) UTC unless spot returns", reason)
+    assert match is not None, reason
+    shown = match.group(1)
+    if len(shown) == 5:  # HH:MM, today
+        return datetime.strptime(f"{now:%Y-%m-%d} {shown}", "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    return datetime.strptime(f"{now:%Y} {shown}", "%Y %b %d %H:%M").replace(tzinfo=UTC)
+
+
+def test_a_job_waiting_for_spot_is_told_when_it_moves_to_on_demand() -> None:
+    """The reason names the minute the rule gives up on spot, and decide() keeps to it: still
+    waiting a minute before, on on-demand at that minute, spot still out."""
+    gone = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+    waiting = job(1, hours=10, deadline=40)
+    (d,) = decide(snap([waiting], unavailable=gone))
+    assert isinstance(d, Defer)
+    assert d.reason.startswith("waiting for spot capacity: the deadline's slack allows it; ")
+    by = _by(d.reason)
+    assert NOW < by < waiting.deadline_at  # type: ignore[operator]
+
+    def at(now: datetime) -> Snapshot:
+        return replace(snap([waiting], unavailable=gone), now=now)
+
+    (before,) = decide(at(by - timedelta(minutes=1)))
+    assert isinstance(before, Defer) and _by(before.reason, by) == by  # the same minute each pass
+    (then,) = decide(at(by))
+    assert isinstance(then, Place) and then.plan.capacity_type == "on_demand"
+    assert then.reason.startswith("on-demand: spot has no capacity and the deadline's slack")
+
+
+def test_an_on_demand_placement_says_which_reason() -> None:
+    (tight,) = decide(snap([job(1, hours=10, deadline=10.3)]))
+    assert isinstance(tight, Place) and tight.plan.capacity_type == "on_demand"
+    assert tight.reason.startswith("on-demand: the deadline needs it: ")
+    (no_spot,) = decide(snap([job(2, types=["on_demand"])]))
+    assert isinstance(no_spot, Place)
+    assert no_spot.reason == "on-demand: the spec's capacity.types do not allow spot"
+
+
+def test_a_job_without_estimated_hours_is_told_what_was_assumed() -> None:
+    """The README's curl job: no estimated_hours (the worker assumes 1 h) and a 1 h deadline."""
+    spec = JobSpec.model_validate(
+        {"name": "tiny", "trainer": {"steps": 40}, "resources": {"gpu_models": ["V100"]},
+         "deadline_hours": 1}
+    )  # fmt: skip
+    tiny = JobState("tiny", "t", spec, NOW, spec.deadline_at(NOW), 1.0)
+    (d,) = decide(snap([tiny]))
+    assert isinstance(d, Place) and d.plan.capacity_type == "on_demand"
+    assert d.reason.startswith("on-demand: the deadline needs it: ")
+    assert d.reason.endswith("; no estimated_hours: assumed 1 h")
+    (measured,) = decide(snap([replace(tiny, step_seconds=90.0)]))  # a rate: nothing assumed
+    assert "assumed" not in measured.reason

@@ -43,36 +43,50 @@ def market_origin(state_dir: Path) -> float:
     raise RuntimeError(f"{path} stays empty")
 
 
-class TraceMarket:
-    """Replays a trace: `data[i] > 0` means spot is available during tick i."""
+# Where the replay of the shipped trace starts (worker/launchers/traces): spot for 16 ticks
+# (52 s of wall time at x60), gone for 3 (10 s), back for 49 (2 min 39 s). Its first ticks hold
+# no spot for 800 s; from here a job submitted within the first minute of `make run` is
+# preempted within a minute and resumes seconds later.
+SHIPPED_TRACE_START = 14695
 
-    def __init__(self, *, data: list[int], gap_seconds: float, time_scale: float, t0: float):
+
+class TraceMarket:
+    """Replays a trace from tick `start`: `data[i] > 0` means spot is available during tick i."""
+
+    def __init__(
+        self, *, data: list[int], gap_seconds: float, time_scale: float, t0: float, start: int = 0
+    ):
         if not data:
             raise ValueError("the spot trace is empty")
+        if not 0 <= start < len(data):
+            raise ValueError(f"spot_trace_start {start} is outside the trace's {len(data)} ticks")
         self.data = data
         self.tick_s = gap_seconds / time_scale  # wall-clock seconds per trace tick
         self.t0 = t0
+        self.start = start
 
     @classmethod
-    def from_file(cls, path: Path, *, time_scale: float, t0: float) -> TraceMarket:
+    def from_file(cls, path: Path, *, time_scale: float, t0: float, start: int = 0) -> TraceMarket:
         raw = json.loads(Path(path).read_text())
         return cls(
             data=[int(v) for v in raw["data"]],
             gap_seconds=float(raw["metadata"]["gap_seconds"]),
             time_scale=time_scale,
             t0=t0,
+            start=start,
         )
 
     def _tick(self, now: float) -> int:
+        """Ticks replayed since t0 (the trace's tick is this plus `start`)."""
         return max(0, int((now - self.t0) // self.tick_s))
 
     def available(self, now: float) -> bool:
-        return self.data[self._tick(now) % len(self.data)] > 0
+        return self.data[(self.start + self._tick(now)) % len(self.data)] > 0
 
     def preemption_time(self, *, now: float, attempt_id: str) -> float | None:
         start = self._tick(now)
         for offset in range(1, len(self.data) + 1):
-            if self.data[(start + offset) % len(self.data)] <= 0:
+            if self.data[(self.start + start + offset) % len(self.data)] <= 0:
                 return self.t0 + (start + offset) * self.tick_s
         return None  # spot never goes away in this trace
 
