@@ -9,7 +9,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import health, metrics
+from api import deployment, health, metrics
 from api.admission import Admission as JobAdmission
 from api.artifacts import endpoints as artifacts
 from api.auth import PrincipalCache
@@ -69,6 +69,7 @@ def create_app(
     app.state.principals = PrincipalCache(settings.auth_cache_s)
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(deployment.router)
     app.include_router(jobs.router)
     app.include_router(job_logs.router)
     app.include_router(artifacts.router)

@@ -32,7 +32,7 @@ from gpujobs import config, errors
 from gpujobs import operations as ops
 from gpujobs.operations import Operation, StatusFilter, pick_checkpoint
 from gpujobs.plans import Estimate, OfferList
-from gpujobs.resources import Artifacts, Job, JobAttempt, JobEvent
+from gpujobs.resources import Artifacts, Deployment, Job, JobAttempt, JobEvent
 from gpujobs.spec import CapacityType, JobSpec
 from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
@@ -358,6 +358,10 @@ class Client(_Base):
         """The token's team's budget this calendar month: cap, spent, held and remaining."""
         return self._call(ops.budget())
 
+    def deployment(self) -> Deployment:
+        """What runs the jobs: with the local launcher, placements and costs are simulated."""
+        return self._call(ops.deployment())
+
 
 class AsyncClient(_Base):
     """The same API for asyncio code; use `async with AsyncClient() as gj:`."""
@@ -490,3 +494,7 @@ class AsyncClient(_Base):
     async def budget(self) -> Budget:
         """The token's team's budget this calendar month: cap, spent, held and remaining."""
         return await self._call(ops.budget())
+
+    async def deployment(self) -> Deployment:
+        """What runs the jobs: with the local launcher, placements and costs are simulated."""
+        return await self._call(ops.deployment())

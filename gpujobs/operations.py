@@ -20,6 +20,7 @@ from gpujobs.plans import Estimate, OfferList
 from gpujobs.resources import (
     Artifacts,
     Checkpoint,
+    Deployment,
     FieldError,
     Job,
     JobAttempt,
@@ -139,6 +140,10 @@ def usage(
 
 def budget() -> Operation[Budget]:
     return Operation("GET", "/v1/budget", _model(Budget))
+
+
+def deployment() -> Operation[Deployment]:
+    return Operation("GET", "/v1/deployment", _model(Deployment))
 
 
 def statuses(status: StatusFilter) -> builtins.list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -169,6 +169,34 @@ class Job(Resource):
     def cost(self) -> float:
         """USD, from `cost_microusd`."""
         return self.cost_microusd / MICRO
+
+
+Launcher = Literal["local", "kubernetes"]
+SIMULATED_NOTICE = (
+    "simulated: the local launcher runs each job as a process on the worker's machine; its "
+    "cloud, instance and prices are what the scheduler would pick on Kubernetes, not billed"
+)
+
+
+class Deployment(BaseModel):
+    """What runs this API's jobs. With the local launcher a placement and its costs are the
+    scheduler's choice played out on one machine: shown with `notice`, never as cloud capacity."""
+
+    launcher: Launcher = Field(description="`local`: processes on the worker's machine.")
+
+    @computed_field(  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+        description="True: every cloud, instance, price and cost shown is simulated."
+    )
+    @property
+    def simulated(self) -> bool:
+        return self.launcher == "local"
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="One line to show with placements and costs; None when they are real."
+    )
+    @property
+    def notice(self) -> str | None:
+        return SIMULATED_NOTICE if self.simulated else None
 
 
 class ArtifactFile(BaseModel):

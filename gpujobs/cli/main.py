@@ -29,7 +29,7 @@ from gpujobs.cli import render
 from gpujobs.cli.render import Column
 from gpujobs.client import Client
 from gpujobs.plans import Plan
-from gpujobs.resources import Job, JobStatus
+from gpujobs.resources import Deployment, Job, JobStatus
 from gpujobs.spec import CapacityType
 from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
@@ -215,6 +215,15 @@ def _width(args: argparse.Namespace, stream: TextIO) -> int | None:
     return render.terminal_width(stream, wide=args.wide)
 
 
+def _say_simulated(deployment: Deployment, args: argparse.Namespace, stream: TextIO) -> bool:
+    """Say, once per output for people that shows placements or costs, when the deployment's
+    launcher is local: its clouds, instances and prices are simulated (scripts reading --json
+    ask `Client.deployment()`)."""
+    if deployment.notice:
+        render.write_wrapped(stream, deployment.notice, _width(args, stream))
+    return deployment.simulated
+
+
 def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
     """Show where the scheduler would run the job now and what it is quoted, as `dstack apply`
     does; ask on a terminal. Without a terminal (scripts, CI) the plan is shown and submitted."""
@@ -243,6 +252,8 @@ def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
 
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    # Said before the plan, the quote and the placements it qualifies.
+    simulated = _say_simulated(client.deployment(), args, sys.stderr)
     if not args.yes and not _confirm_plan(client, args):
         sys.stderr.write("not submitted (-y submits without asking)\n")
         return NOT_SUBMITTED
@@ -260,7 +271,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     waiting = f"submitted {job.id}  {job.name}; waiting (Ctrl-C stops waiting)"
     render.write_wrapped(sys.stderr, waiting, width)
     bar = render.ProgressBar(sys.stderr, columns=width)
-    watch = render.Watch(bar)
+    watch = render.Watch(bar, simulated=simulated)
     try:
         job = client.wait(
             job.id,
@@ -315,6 +326,7 @@ def cmd_ls(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         for j in jobs
     ]
     render.table(LS_COLUMNS, rows, out, width=_width(args, out))
+    _say_simulated(client.deployment(), args, out)
     return OK
 
 
@@ -332,6 +344,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         render.print_json({"job": job, "attempts": attempts}, out)
         return OK
     width = _width(args, out)
+    deployment = client.deployment()
     fields = [
         ("id", job.id),
         ("name", job.name),
@@ -345,7 +358,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         ("restarts", job.restarts),
         ("resume from step", job.resume_from_step),
         ("resources", render.resources_text(job)),
-        ("placement", render.placement_text(job.placement)),
+        ("placement", render.placement_text(job.placement, simulated=deployment.simulated)),
         ("cost" if job.status.terminal else "cost so far", render.money(job.cost)),
     ]
     for name, value in fields:
@@ -370,6 +383,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             for a in attempts
         ]
         render.table(ATTEMPT_COLUMNS, rows, out, width=width)
+    _say_simulated(deployment, args, out)
     return OK
 
 
@@ -406,6 +420,7 @@ def cmd_events(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         for e in events
     ]
     render.table(EVENT_COLUMNS, rows, out, width=_width(args, out))
+    _say_simulated(client.deployment(), args, out)
     return OK
 
 
@@ -497,6 +512,7 @@ def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     render.write_wrapped(out, f"{estimate.decision}: {estimate.reason}", width)
     if estimate.quote is not None:
         render.write_wrapped(out, render.quote_line(estimate.quote), width)
+    _say_simulated(client.deployment(), args, out)
     return OK
 
 
@@ -537,6 +553,7 @@ def cmd_usage(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if report.budgets:
         out.write("\n")
         _budget_table(report.budgets, out, width)
+    _say_simulated(client.deployment(), args, out)
     return OK
 
 
@@ -562,6 +579,7 @@ def cmd_budget(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         return OK
     out.write(f"month from {render.when(budget.month_start)} UTC\n\n")
     _budget_table([budget], out, _width(args, out))
+    _say_simulated(client.deployment(), args, out)
     return OK
 
 

@@ -87,8 +87,9 @@ def quote_line(quote: Quote) -> str:
     )
 
 
-def event_line(event: JobEvent) -> str:
-    """One line a person reads while waiting: where the job went, and why."""
+def event_line(event: JobEvent, *, simulated: bool = False) -> str:
+    """One line a person reads while waiting: where the job went, and why; `simulated`: the
+    placement is the local launcher's (`Deployment.simulated`), not cloud capacity."""
     d = event.data
     attempt = f"attempt {d['attempt']}" if "attempt" in d else "job"
     to = event.to_status
@@ -100,7 +101,8 @@ def event_line(event: JobEvent) -> str:
         if "p_meet_deadline" in d:
             figures.append(f"P(meet deadline) {d['p_meet_deadline']:.0%}")
         capacity = str(d.get("capacity_type", "")).replace("_", "-")
-        return f"{attempt} placed on {capacity} {d['offer']} ({', '.join(figures)}){reason}"
+        placed = "placed (simulated)" if simulated else "placed"
+        return f"{attempt} {placed} on {capacity} {d['offer']} ({', '.join(figures)}){reason}"
     if to == JobStatus.RUNNING:
         return f"{attempt} running"
     if to == JobStatus.PREEMPTED:
@@ -355,8 +357,9 @@ def capacity_text(placement: Placement | None) -> str:
     return f"{capacity_name(placement.capacity_type)} {placement.cloud}/{placement.zone}"
 
 
-def placement_text(placement: Placement | None) -> str:
-    """Where the latest attempt runs or ran, in full."""
+def placement_text(placement: Placement | None, *, simulated: bool = False) -> str:
+    """Where the latest attempt runs or ran, in full; `simulated`: tagged as the local
+    launcher's placement (`Deployment.simulated`)."""
     if placement is None:
         return "not placed yet"
     state = "running" if placement.ended_at is None else "ended"
@@ -364,7 +367,7 @@ def placement_text(placement: Placement | None) -> str:
         f"attempt {placement.attempt} ({state}): {placement.cloud} "
         f"{placement.region}/{placement.zone}, {placement.nodes}x {placement.instance_type}, "
         f"{capacity_name(placement.capacity_type)} at "
-        f"{money(placement.price_per_hour)}/h"
+        f"{money(placement.price_per_hour)}/h" + (" (simulated)" if simulated else "")
     )
 
 
@@ -465,8 +468,9 @@ class Watch:
     """What `submit --wait` shows as a job goes: a line per event, a line when the reason the job
     waits changes without one (the scheduler defers without an event), and the bar."""
 
-    def __init__(self, bar: ProgressBar) -> None:
+    def __init__(self, bar: ProgressBar, *, simulated: bool = False) -> None:
         self.bar = bar
+        self.simulated = simulated
         self.seen: set[int] = set()
         self.said: tuple[JobStatus, str | None] | None = None
 
@@ -478,7 +482,8 @@ class Watch:
             if event.id not in self.seen:
                 self.seen.add(event.id)
                 self.said = (event.to_status, event.reason)
-                self.bar.note(f"{when(event.at, seconds=True)}  {event_line(event)}")
+                line = event_line(event, simulated=self.simulated)
+                self.bar.note(f"{when(event.at, seconds=True)}  {line}")
         stale = bool(events) and events[-1].to_status != job.status  # events came in since
         if job.status_reason and not stale and self.said != (job.status, job.status_reason):
             self.said = (job.status, job.status_reason)

@@ -82,11 +82,13 @@ class LiveApi:
 
 
 @contextmanager
-def live_api(home: Path) -> Iterator[LiveApi]:
+def live_api(home: Path, **overrides: Any) -> Iterator[LiveApi]:
+    """The API on a free port; `overrides`: Settings fields (e.g. launcher="kubernetes")."""
     settings = Settings(
         home=home,
         credentials_file=home / "credentials.json",
         admin_token=ADMIN_TOKEN,
+        **overrides,
     )
     engine = make_engine(settings)
     upgrade_to_head(engine)

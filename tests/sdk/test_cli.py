@@ -18,7 +18,7 @@ from api.models import utcnow
 from gpujobs.cli import main, render
 from gpujobs.cli.render import ProgressBar, money
 from gpujobs.client import Client, load_spec
-from gpujobs.resources import Job, JobEvent, JobStatus, Progress
+from gpujobs.resources import SIMULATED_NOTICE, Job, JobEvent, JobStatus, Progress
 from gpujobs.spec import JobSpec
 from gpujobs.version import __version__
 from tests.sdk.server import LiveApi, free_port
@@ -53,7 +53,8 @@ def test_submit_ls_show_cancel(env: dict[str, str]) -> None:
     code, out = gpujobs("ls")
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:4] == ["ID", "NAME", "TEAM", "STATUS"]
-    assert [line.split()[1] for line in lines[1:]] == ["resnet-spot", "gpt-small"]
+    assert [line.split()[1] for line in lines[1:-1]] == ["resnet-spot", "gpt-small"]
+    assert lines[-1] == SIMULATED_NOTICE  # the test API's launcher is local
 
     code, out = gpujobs("cancel", job_id)
     assert code == 0 and out.split() == [job_id, "gpt-small", "CANCELLED"]
@@ -242,7 +243,8 @@ def test_budget_prints_a_table_and_json(env: dict[str, str], api: LiveApi) -> No
     code, out = gpujobs("budget")
     title, table = out.split("\n\n")
     assert code == 0 and title.startswith("month from ") and title.endswith("-01 00:00 UTC")
-    header, row = table.splitlines()
+    header, row, simulated = table.splitlines()
+    assert simulated == SIMULATED_NOTICE
     assert header.split() == ["TEAM", "MONTHLY", "BUDGET", "SPENT", "HELD", "LEFT"]
     assert row.split() == ["team-a", "-", "$0.00", "$0.00", "-"]
     admin = {"Authorization": f"Bearer {api.admin_token}"}
@@ -253,13 +255,14 @@ def test_budget_prints_a_table_and_json(env: dict[str, str], api: LiveApi) -> No
     assert (budget["monthly_usd"], budget["held_usd"], budget["remaining_usd"]) == (40, 0, 40)
     code, out = gpujobs("usage")
     assert code == 0 and "HELD" in out
-    assert out.splitlines()[-1].split() == ["team-a", "$40.00", "$0.00", "$0.00", "$40.00"]
+    assert out.splitlines()[-2].split() == ["team-a", "$40.00", "$0.00", "$0.00", "$40.00"]
 
 
 def test_estimate_and_logs_against_the_api(env: dict[str, str], api: LiveApi) -> None:
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
-    header, *rows, decision, quote = out.splitlines()
+    header, *rows, decision, quote, simulated = out.splitlines()
+    assert simulated == SIMULATED_NOTICE
     assert decision.startswith("place: ") and quote.startswith("quote (the policy as it will run)")
     assert header.split()[:6] == ["#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H"]
     first = rows[0].split()
@@ -463,7 +466,11 @@ def test_submit_shows_the_plan_and_asks_on_a_terminal(
     code, out = gpujobs("submit", GPT_SMALL)
     shown = capsys.readouterr().err
     assert code == 1 and out == ""  # nothing submitted: not a success a script would trust
-    assert shown.startswith("plan: ") and " at $" in shown and "P(meet deadline)" in shown
+    assert (
+        shown.startswith(f"{SIMULATED_NOTICE}\nplan: ")
+        and " at $" in shown
+        and "P(meet deadline)" in shown
+    )
     assert "quote (the policy as it will run)" in shown and "Submit? [y/N]" in shown
     assert "not submitted (-y submits without asking)" in shown
     monkeypatch.setattr(sys, "stdin", Terminal(""))  # a terminal at EOF (Ctrl-D): no answer
@@ -482,4 +489,7 @@ def test_submit_shows_the_plan_and_asks_on_a_terminal(
     shown = capsys.readouterr().err
     assert code == 0 and "Submit?" not in shown
     # ... but the quote the job was admitted with is still shown, its likely cost first.
-    assert shown.startswith("quote (the policy as it will run): $") and " likely, " in shown
+    assert (
+        shown.startswith(f"{SIMULATED_NOTICE}\nquote (the policy as it will run): $")
+        and " likely, " in shown
+    )

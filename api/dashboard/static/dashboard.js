@@ -27,6 +27,7 @@ const state = {
   logs: null, // AbortController of the running log stream
   job: null, // the job on the job page, as last loaded
   loading: false,
+  deployment: null, // GET /v1/deployment: whether placements and costs are simulated
 };
 
 // ---- token ---------------------------------------------------------------------------------
@@ -237,6 +238,7 @@ async function load({ first } = {}) {
   if (first) setStatus("Loading…");
   state.loading = true;
   try {
+    await loadDeployment();
     if (route.view === "jobs") await loadJobs(seq, route);
     else if (route.view === "job") await loadJob(seq, route.id, first);
     else await loadSpend(seq);
@@ -250,6 +252,18 @@ async function load({ first } = {}) {
   } finally {
     state.loading = false;
   }
+}
+
+// The launcher does not change while the page is open: asked once, then shown on every view.
+async function loadDeployment() {
+  if (state.deployment) return;
+  state.deployment = await api("/v1/deployment");
+  $("simulated").textContent = state.deployment.notice || "";
+  $("simulated").hidden = !state.deployment.simulated;
+}
+
+function simulated() {
+  return Boolean(state.deployment && state.deployment.simulated);
 }
 
 // ---- auto-refresh --------------------------------------------------------------------------
@@ -370,7 +384,8 @@ function progressText(p) {
 function placement(p) {
   if (!p) return "not placed yet";
   return `${p.cloud} ${p.region} / ${p.zone} · ${p.instance_type} · ` +
-    `${p.capacity_type.replace("_", "-")} at ${dollars(p.price_per_hour)}/h`;
+    `${p.capacity_type.replace("_", "-")} at ${dollars(p.price_per_hour)}/h` +
+    (simulated() ? " (simulated)" : "");
 }
 
 // GPUs × model (× nodes): as placed, or as asked for before the first placement.
