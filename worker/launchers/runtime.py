@@ -38,8 +38,11 @@ SOMEONE_ELSE = Identity(uid=2_000_000_000, gid=2_000_000_000)
 TRAINER_PACKAGES = ("gpujobs", "trainer")
 FINGERPRINT = "complete"  # written last: a version without it is being built
 # An editable install's finder maps packages to the checkout; copied, it would send imports
-# into a folder the trainer cannot enter (PermissionError) instead of to runtime/code.
-NOT_MIRRORED = shutil.ignore_patterns("__editable__*", "__pycache__", "*.pyc")
+# into a folder the trainer cannot enter (PermissionError) instead of to runtime/code. The
+# packages' bytecode stays: trainers cannot write it, and without it `import torch` takes
+# seconds more at every start and restart.
+SITE_SKIPPED = shutil.ignore_patterns("__editable__*")
+CODE_SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -113,11 +116,11 @@ def _lay_out(root: Path, *, site: Path, hidden: list[str]) -> Path:
         if site_hidden:
             packages = version / "site-packages"
             shutil.copytree(
-                site, building / "site-packages", symlinks=True, ignore=NOT_MIRRORED,
+                site, building / "site-packages", symlinks=True, ignore=SITE_SKIPPED,
                 copy_function=_link_or_copy,
             )  # fmt: skip
         for name in hidden:
-            shutil.copytree(package_dir(name), building / "code" / name, ignore=NOT_MIRRORED)
+            shutil.copytree(package_dir(name), building / "code" / name, ignore=CODE_SKIPPED)
         _virtualenv(building / "python", packages=packages)
         (building / FINGERPRINT).write_text(version.name)
         building.chmod(0o755)
