@@ -48,8 +48,14 @@ class Plan(BaseModel):
     expected_cost: float = Field(
         description="Expected USD for the whole run, preemptions included (0 on reserved)."
     )
-    expected_finish: datetime
-    p_meet_deadline: float = Field(ge=0, le=1, description="Chance of finishing by the deadline.")
+    expected_finish: datetime = Field(
+        description="When the job ends if it stays on this plan to the end: on spot, "
+        "preemptions and the waits for capacity to return included, never moving to on-demand. "
+        "Estimate.quote is the policy as it will run, moves included."
+    )
+    p_meet_deadline: float = Field(
+        ge=0, le=1, description="Chance of finishing by the deadline staying on this plan."
+    )
     checkpoint_every_seconds: float | None = Field(
         None, description="What the trainer is told; None: the spec's every_steps applies."
     )

@@ -119,7 +119,10 @@ class Quote(BaseModel):
     hold_cost: float = Field(
         description="USD, the 90th percentile: what the team's budget holds until the job ends."
     )
-    expected_finish: datetime
+    expected_finish: datetime = Field(
+        description="Mean finish of the simulated runs of the policy (moves between spot and "
+        "on-demand included); a plan's own expected_finish assumes it stays on that plan."
+    )
     p_meet_deadline: float = Field(ge=0, le=1, description="Share of runs done by the deadline.")
 
 

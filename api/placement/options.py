@@ -295,6 +295,12 @@ def work_hours(job: JobState, option: Option) -> float:
     return job.remaining_hours * option.pace
 
 
+def running_hours(job: JobState, option: Option, work: float) -> float:
+    """Hours of running that `work` hours on the option's GPU take: each checkpoint the
+    trainer takes there stalls it. What a deadline must leave room for, not the work alone."""
+    return work * (1.0 + job.checkpoint_cost_seconds / interval(job, option))
+
+
 def interval(job: JobState, option: Option) -> float:
     """The checkpoint interval the trainer will use on this option (seconds)."""
     ckpt = job.spec.trainer.checkpoint

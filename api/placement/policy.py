@@ -14,7 +14,15 @@ import math
 from datetime import UTC, datetime, timedelta
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.options import Market, Option, first, outcome, plan, work_hours
+from api.placement.options import (
+    Market,
+    Option,
+    first,
+    outcome,
+    plan,
+    running_hours,
+    work_hours,
+)
 from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
 from api.placement.snapshot import JobState, Snapshot
 from api.pricing.cost_model import Outcome
@@ -165,16 +173,18 @@ def _choice(
         ran = _hours(snap.now - current.started_at)
         changeover_left = max(0.0, snap.restart_hours - ran)
     window = _hours(job.deadline_at - job.submitted_at) if job.deadline_at else 0.0
-    # The work is counted in hours of the on-demand fallback's GPU: that is what the deadline
-    # must leave room for.
-    total_work = max(job.spec.estimated_hours or 0.0, job.remaining_hours) * od.pace
+    # The work is counted in hours of running on the on-demand fallback's GPU, its checkpoint
+    # stalls included: that is what the deadline must leave room for.
+    total_work = running_hours(
+        job, od, max(job.spec.estimated_hours or 0.0, job.remaining_hours) * od.pace
+    )
     pool = pool or spot
     spot_pace = pool.pace / od.pace if pool is not None else 1.0
     # per hour of work: a slower spot GPU saves less than its price says
     spot_price = pool.price_per_hour * spot_pace if pool is not None else od.price_per_hour
     view = SlackView(
         hours_left=hours_left,
-        work_left=work_hours(job, od),
+        work_left=running_hours(job, od, work_hours(job, od)),
         on=on,
         changeover_left=changeover_left,
         spot_available=spot is not None,

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.placement.options import Option, interval, work_hours
+from api.placement.options import Option, interval, running_hours, work_hours
 from api.placement.slack import Choice, SlackView, choose, reserve
 from api.placement.snapshot import JobState
 
@@ -163,6 +163,8 @@ class _Sim:
         self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
         self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
         self.ckpt = job.checkpoint_cost_seconds / 3600.0
+        # decide() counts the work as running hours on on-demand, checkpoint stalls included
+        self.od_running = running_hours(job, od, 1.0) if od is not None else 1.0
         self.notice = job.spec.trainer.checkpoint.on_preemption
         rate = spot.risk.preemption_rate if spot is not None else 0.0
         self.lifetime = 1.0 / rate if rate > 0 else math.inf
@@ -181,10 +183,10 @@ class _Sim:
         if hours_left is not None and job.deadline_at is not None:
             self.window = (job.deadline_at - job.submitted_at).total_seconds() / 3600.0
             total = max(job.spec.estimated_hours or 0.0, job.remaining_hours) * unit
-            self.initial_slack = self.window - total - restart
+            self.initial_slack = self.window - total * self.od_running - restart
         else:
             self.window = hours_left or 0.0
-            self.initial_slack = (hours_left or 0.0) - self.total_work - restart
+            self.initial_slack = (hours_left or 0.0) - self.total_work * self.od_running - restart
         self.ratio = (
             (od.price_per_hour / (spot.price_per_hour * self.spot_pace))
             if spot and od and spot.price_per_hour
@@ -292,7 +294,7 @@ class _Sim:
             return None
         return SlackView(
             hours_left=self.left - t,
-            work_left=work,
+            work_left=work * self.od_running,
             on=on,
             changeover_left=changeover,
             spot_available=self.spot is not None and available,

@@ -511,6 +511,7 @@ def cmd_estimate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     render.table(PLAN_COLUMNS, rows, out, width=width)
     render.write_wrapped(out, f"{estimate.decision}: {estimate.reason}", width)
     if estimate.quote is not None:
+        render.write_wrapped(out, render.PLANS_NOTE, width)
         render.write_wrapped(out, render.quote_line(estimate.quote), width)
     _say_simulated(client.deployment(), args, out)
     return OK

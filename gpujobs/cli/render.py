@@ -76,6 +76,13 @@ def plan_line(plan: Plan) -> str:
     )
 
 
+# Under the estimate table: its rows and the quote answer different questions.
+PLANS_NOTE = (
+    "each row: that plan alone to the end (spot: preemptions and waits for capacity, never "
+    "moving); the quote: the policy as it will run, moves to on-demand included"
+)
+
+
 def quote_line(quote: Quote) -> str:
     """The policy as it will run, in one line: what it likely and on average costs, what is
     held, and when it ends."""

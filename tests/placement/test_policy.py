@@ -392,3 +392,21 @@ def test_a_job_without_estimated_hours_is_told_what_was_assumed() -> None:
     assert d.reason.endswith("; no estimated_hours: assumed 1 h")
     (measured,) = decide(snap([replace(tiny, step_seconds=90.0)]))  # a rate: nothing assumed
     assert "assumed" not in measured.reason
+
+
+def test_a_waiting_job_moves_to_on_demand_in_time_for_its_checkpoint_stalls() -> None:
+    """10 h of work checkpointed every 600 s (a 30 s stall each: 10.5 h of running) in 10.8 h,
+    spot out. The rule counted the 10 h alone: it waited until on-demand could no longer
+    finish. Where it says it moves, on-demand from then (a restart, then 10.5 h) is in time."""
+    body = job(1, hours=10, deadline=10.8).spec.model_dump()
+    body["trainer"]["checkpoint"] = {"every_seconds": 600}
+    spec = JobSpec.model_validate(body)
+    tight = JobState("j1", "t", spec, NOW, spec.deadline_at(NOW), 10.0)
+    gone = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+    world = snap([tight], unavailable=gone, restart_hours=0.01)
+    (d,) = decide(world)
+    assert isinstance(d, Defer)
+    by = _by(d.reason)
+    (then,) = decide(replace(world, now=by))
+    assert isinstance(then, Place) and then.plan.capacity_type == "on_demand"
+    assert by + timedelta(hours=0.01 + 10.5) <= spec.deadline_at(NOW)  # type: ignore[operator]

@@ -191,3 +191,27 @@ def test_the_hold_is_the_90th_percentile_but_never_below_the_mean() -> None:
     assert hold_of(usual) == pytest.approx(5.95)  # the mean: p90 is 1.0
     spread = sorted(float(c) for c in range(1, 101))
     assert hold_of(spread) == 90.0  # the 90th percentile, above the mean (50.5)
+
+
+def test_the_deadline_rule_leaves_room_for_on_demands_checkpoint_stalls() -> None:
+    """examples/deadline.yaml with a process start for a restart (0.01 h): 6 h of work in 12 h,
+    a checkpoint every 600 s stalling 30 s. On-demand from now ends by 6.3 h, yet the policy
+    was quoted P(meet) 45%: it waited for spot until the slack left room for the work alone,
+    then on on-demand the checkpoints' 5% made it late."""
+    body = spec(6, 12).model_dump()
+    body["trainer"]["checkpoint"] = {"every_seconds": 600}
+    job = prospective(JobSpec.model_validate(body), team="t", team_name="t", now=NOW)
+    spot, od = options(1 / 1.6)  # a pool preempted every 1.6 h, out for 1 h
+    q = quote(
+        job,
+        spot=spot,
+        on_demand=od,
+        reserved=None,
+        spot_available_now=True,
+        restart_hours=0.01,
+        hours_left=12.0,
+        step_hours=1 / 1800,
+    )
+    assert q is not None and q.spot_share > 0
+    # (a preemption in the last seconds of slack still loses the save on the notice)
+    assert q.p_meet_deadline > 0.95
