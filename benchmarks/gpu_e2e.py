@@ -14,7 +14,7 @@ Parts, each timed, each written to the results even when another fails:
   resume     the trainer alone, bf16 and fp16 (with its scaler), deterministic on and off: a run
              preempted (SIGTERM, checkpoint, resume) against an uninterrupted one, tensor by tensor
   service    the embedded service as root (`python -m worker.standalone`, what `make run` starts)
-             with a simulated spot market of about one notice a minute: two jobs on on-demand and
+             with a simulated spot market replaying a notice a minute: two jobs on on-demand and
              one on spot, all SUCCEEDED, the spot one preempted at least once, and the final
              weights compared (the two uninterrupted runs with each other and with the preempted)
 
@@ -69,7 +69,7 @@ class Sizes:
     resume_steps: int
     resume_cases: tuple[tuple[str, bool], ...]  # (amp, deterministic)
     service_steps: int
-    notices_per_minute: float  # the rate market's rate: per simulated hour at x60
+    spot_trace: tuple[int, ...]  # the spot market's availability, a tick per 10 s of wall time
     compile: bool
 
 
@@ -83,7 +83,7 @@ GPU = Sizes(
     resume_steps=300,
     resume_cases=(("bf16", True), ("bf16", False), ("fp16", True), ("fp16", False)),
     service_steps=3000,
-    notices_per_minute=1.0,
+    spot_trace=(1, 1, 1, 1, 1, 0) * 30 + (1,) * 360,  # a notice a minute for half an hour
     compile=True,
 )
 DRY = Sizes(
@@ -96,7 +96,7 @@ DRY = Sizes(
     resume_steps=30,
     resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
     service_steps=300,
-    notices_per_minute=6.0,  # one every ~10 s: the tiny spot job sees one
+    spot_trace=(1, 1, 0) + (1,) * 360,  # one notice 20 s in: the tiny spot job is running then
     compile=False,  # inductor's CPU build of even a tiny model takes minutes on 2 cores
 )
 
@@ -381,8 +381,8 @@ def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
         "GPUJOBS_HOME": str(home / "state"),
         "GPUJOBS_PORT": str(port),
         "GPUJOBS_CREDENTIALS_FILE": str(credentials),
-        "GPUJOBS_SPOT_MARKET": "rate",
-        "GPUJOBS_SPOT_PREEMPTION_RATE_PER_HOUR": str(sizes.notices_per_minute),
+        "GPUJOBS_SPOT_MARKET": "trace",
+        "GPUJOBS_SPOT_TRACE": str(_trace_file(home, sizes.spot_trace)),
         "PYTHONUNBUFFERED": "1",
     }
     log = open(home / "service.log", "wb")  # noqa: SIM115 - the service's, closed below
@@ -392,10 +392,12 @@ def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(
-            lambda: service.poll() is not None or stored_token(credentials, url=url),
-            timeout=300, what="the embedded service",
-        )  # fmt: skip
+        # The token is written before the first start lays out the trainers' runtime and
+        # serves: wait for both.
+        def up() -> bool:
+            return bool(stored_token(credentials, url=url)) and _ready(url)
+
+        wait_for(lambda: service.poll() is not None or up(), timeout=300, what="the service")
         token = stored_token(credentials, url=url)
         if service.poll() is not None or token is None:
             raise RuntimeError((home / "service.log").read_text()[-3000:])
@@ -407,6 +409,23 @@ def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
         except subprocess.TimeoutExpired:
             os.killpg(service.pid, signal.SIGKILL)
         log.close()
+
+
+def _trace_file(home: Path, availability: tuple[int, ...]) -> Path:
+    """A spot trace the local market replays: a tick of 600 simulated seconds is 10 s of wall
+    time at its x60, so the notices come when the run needs them, not at random."""
+    path = home / "spot-trace.json"
+    path.write_text(json.dumps({"metadata": {"gap_seconds": 600}, "data": list(availability)}))
+    return path
+
+
+def _ready(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _job_spec(name: str, sizes: Sizes, *, capacity: str, amp: str) -> dict[str, Any]:
