@@ -62,7 +62,7 @@ def _entry(name: object, entry: object) -> Entry:
 def _parse(data: bytes) -> dict[str, Entry]:
     try:
         body = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # a manifest nested deep enough to exhaust the stack
         raise ValueError("it is not JSON") from None
     files = body.get("files") if isinstance(body, dict) else None
     if not isinstance(files, dict):

@@ -296,3 +296,36 @@ def test_s3_objects_are_served_only_at_their_manifest_size(
         assert _steps(api, team, job) == [1]
         assert _download(api, team, job, "1/model.pt", limit=len(GOOD)).body == GOOD
         _refused(_download(api, team, job, "3/model.pt", limit=len(GOOD + tail)), tail)
+
+
+def test_a_hard_link_to_a_servers_file_is_not_served(
+    api: LiveApi, team_a: Team, tmp_path: Path
+) -> None:
+    """Where the kernel lets a trainer hard-link a file it cannot read (fs.protected_hardlinks
+    off), the link is a regular file in its prefix: planted here as root, as such a kernel
+    allows."""
+    secret = tmp_path / "server-secret.txt"
+    secret.write_bytes(b"operator's secret 71c0de\n")
+    job_id = _submit(api, team_a)
+    directory = _checkpoint(_prefix(api, job_id), 4, {"model.pt": b"x"})
+    (directory / "model.pt").unlink()
+    os.link(secret, directory / "model.pt")
+    _manifest(directory, {"model.pt": secret.read_bytes()})
+
+    fetched = _download(api, team_a, job_id, "4/model.pt", limit=4096)
+
+    _refused(fetched, b"operator's secret")
+
+
+def test_a_manifest_nested_to_exhaust_the_parser_is_refused_not_a_500(
+    api: LiveApi, team_a: Team
+) -> None:
+    job_id = _submit(api, team_a)
+    good = _checkpoint(_prefix(api, job_id), 2, {"model.pt": b"weights"})
+    deep = _checkpoint(_prefix(api, job_id), 5, {"model.pt": b"weights"})
+    (deep / "manifest.json").write_text("[" * 100_000)
+
+    assert _steps(api, team_a, job_id) == [2]
+    assert good.exists()
+    fetched = _download(api, team_a, job_id, "5/model.pt", limit=4096)
+    assert 400 <= fetched.status < 500, fetched.status
