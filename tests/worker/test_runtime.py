@@ -71,3 +71,25 @@ def test_a_package_out_of_reach_is_laid_out_where_another_uid_imports_it(
         assert trainer_runtime(base / "runtime", packages=("gpujobs_probe",)) == second
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_what_trainers_share_is_read_only_to_them_and_old_builds_go(private_package: Path) -> None:
+    (private_package / "__init__.py").chmod(0o666)  # a checkout made under umask 000
+    base = open_directory()
+    try:
+        abandoned = base / "runtime" / ".building.crashed"
+        superseded = base / "runtime" / "0123456789abcdef"
+        for folder in (abandoned, superseded):
+            folder.mkdir(parents=True)
+            os.utime(folder, (1, 1))
+
+        runtime = trainer_runtime(base / "runtime", packages=("gpujobs_probe",))
+
+        copied = Path(runtime.python_path.split(os.pathsep)[0]) / "gpujobs_probe" / "__init__.py"
+        assert copied.stat().st_mode & 0o022 == 0
+        write = f"open({str(copied)!r}, 'a').write('WHO = 0')"
+        refused = run_as_another_uid(runtime.python, runtime.python_path, write)
+        assert refused.returncode != 0 and "Permission" in refused.stderr
+        assert not abandoned.exists() and not superseded.exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -24,10 +24,12 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,8 @@ from worker.launchers.identity import Identity, reachable
 
 SOMEONE_ELSE = Identity(uid=2_000_000_000, gid=2_000_000_000)
 TRAINER_PACKAGES = ("gpujobs", "trainer")
+VERSION_UNUSED_S = 7 * 24 * 3600.0
+BUILD_ABANDONED_S = 3600.0
 FINGERPRINT = "complete"  # written last: a version without it is being built
 # An editable install's finder maps packages to the checkout; copied, it would send imports
 # into a folder the trainer cannot enter (PermissionError) instead of to runtime/code. The
@@ -101,8 +105,8 @@ def _reachable_tree(path: Path) -> bool:
 
 
 def _lay_out(root: Path, *, site: Path, hidden: list[str]) -> Path:
-    """`root/<fingerprint>`, built unless it exists. A version in use is never changed or
-    removed under a running trainer (it imports lazily); older ones than the last two go."""
+    """`root/<fingerprint>`, built unless it exists. A version is never changed in place (a
+    running trainer imports lazily from it); one superseded for a week goes (_prune)."""
     site_hidden = not _reachable_tree(site)
     version = root / _fingerprint(site=site, site_hidden=site_hidden, hidden=hidden)[:16]
     if (version / FINGERPRINT).exists():
@@ -122,6 +126,7 @@ def _lay_out(root: Path, *, site: Path, hidden: list[str]) -> Path:
         for name in hidden:
             shutil.copytree(package_dir(name), building / "code" / name, ignore=CODE_SKIPPED)
         _virtualenv(building / "python", packages=packages)
+        _read_only_to_others(building)
         (building / FINGERPRINT).write_text(version.name)
         building.chmod(0o755)
         try:
@@ -136,12 +141,17 @@ def _lay_out(root: Path, *, site: Path, hidden: list[str]) -> Path:
 
 
 def _prune(root: Path, *, keep: Path) -> None:
-    versions = sorted(
-        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep),
-        key=lambda p: p.stat().st_mtime,
-    )
-    for old in versions[:-1]:
-        shutil.rmtree(old, ignore_errors=True)
+    """Versions superseded for a week, and builds a crash left behind. A trainer imports lazily
+    from the version it started on for as long as it runs, so versions go by age, not by count
+    (two restarts with edits between would have removed one a trainer still used)."""
+    now = time.time()
+    for entry in root.iterdir():
+        if entry == keep or not entry.is_dir() or entry.is_symlink():
+            continue
+        age = now - entry.stat().st_mtime
+        building = entry.name.startswith(".building.")
+        if age > (BUILD_ABANDONED_S if building else VERSION_UNUSED_S):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _virtualenv(target: Path, *, packages: Path) -> None:
@@ -189,8 +199,25 @@ def _fingerprint(*, site: Path, site_hidden: bool, hidden: Iterable[str]) -> str
 
 
 def _link_or_copy(source: str, target: str) -> str:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system
-        shutil.copy2(source, target)
+    """A hard link shares the file: only for one no other user may write, else a copy that is
+    made read-only to them (a venv installed under umask 000 would let a trainer edit the
+    server's own packages through the link)."""
+    mode = os.stat(source).st_mode
+    if not mode & 0o022:
+        try:
+            os.link(source, target)
+            return target
+        except OSError:  # another file system
+            pass
+    shutil.copy2(source, target)  # its mode is made safe with the rest (_read_only_to_others)
     return target
+
+
+def _read_only_to_others(tree: Path) -> None:
+    """No file or folder of a runtime that every job imports from may be writable by a job."""
+    for folder, folders, files in os.walk(tree):
+        for name in (*folders, *files):
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o022:
+                os.chmod(path, stat.S_IMODE(mode) & ~0o022)
