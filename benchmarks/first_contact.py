@@ -32,7 +32,6 @@ from pathlib import Path
 
 import httpx
 
-from api.settings import Settings
 from devstack.ports import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +39,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 SPEC = "examples/first-run.yaml"
 START_TIMEOUT_S = 300.0
 JOB_TIMEOUT_S = 900.0
+TRAINERS_LINE = "trainers' directories:"
 
 
 @dataclass
@@ -124,7 +124,6 @@ def run(clone: Path, *, spec: str = SPEC) -> FirstContact:
         result.job_s = time.monotonic() - submitted
         result.exit_code = cli.returncode
         result.output = cli.stdout + cli.stderr
-        _what_ran(result, clone=clone)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -133,6 +132,7 @@ def run(clone: Path, *, spec: str = SPEC) -> FirstContact:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         log.close()
+        _what_ran(result, clone=clone)  # a failed run's trainers' directories are cleaned too
         result.output += "\n--- server ---\n" + (clone.parent / "server.log").read_text()[-4000:]
     return result
 
@@ -145,10 +145,13 @@ def _serving(port: int) -> bool:
 
 
 def _what_ran(result: FirstContact, *, clone: Path) -> None:
-    """Where the trainers' directories went and which uids owned their working directories."""
-    trainers = Settings(home=clone / ".gpujobs").trainer_home_dir()
-    if not trainers.is_absolute():
-        trainers = clone / trainers
+    """Where the service put the trainers' directories (it says so at start) and which uids
+    owned their working directories."""
+    log = (clone.parent / "server.log").read_text()
+    said = [line for line in log.splitlines() if line.startswith(TRAINERS_LINE)]
+    if not said:
+        return
+    trainers = Path(said[0].removeprefix(TRAINERS_LINE).strip())
     result.trainer_home = str(trainers)
     attempts = sorted((trainers / "attempts").glob("*/work"))
     result.trainer_uids = tuple(sorted({work.stat().st_uid for work in attempts}))

@@ -115,6 +115,8 @@ def main() -> int:
     else:
         print(f"admin token (operator only, not a team's): {admin_token_file(settings).resolve()}")
     print(f"database: {settings.sqlalchemy_url()}")
+    if settings.launcher == "local":
+        print(f"trainers' directories: {settings.trainer_home_dir().absolute()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
     sys.stdout.flush()
     try:

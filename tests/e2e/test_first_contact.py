@@ -10,9 +10,13 @@ import pytest
 
 from benchmarks.first_contact import cleanup, private_clone, run
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="the private-folder case is root's: trainers run as other uids"
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),  # the README's job takes minutes on a busy 2-core machine
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="the private-folder case is root's: trainers run as other uids"
+    ),
+]
 
 
 def test_a_clone_in_a_private_folder_runs_the_readmes_first_job_as_root() -> None:
