@@ -149,7 +149,8 @@ class LocalArtifacts:
             if not stat.S_ISREG(seen.st_mode):  # decided before opening: a device is never opened
                 raise ArtifactRefused(f"{name} is {_kind(seen.st_mode)}, not a regular file")
             if seen.st_nlink != 1:  # a hard link to a file of the server's (protected_hardlinks=0)
-                raise ArtifactRefused(f"{name} has {seen.st_nlink} links; a checkpoint file has one")
+                links = seen.st_nlink
+                raise ArtifactRefused(f"{name} has {links} links; a checkpoint file has one")
             fd = _open_at(name, _FILE, parent=parent, key=key)
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
