@@ -261,9 +261,10 @@ def test_budget_prints_a_table_and_json(env: dict[str, str], api: LiveApi) -> No
 def test_estimate_and_logs_against_the_api(env: dict[str, str], api: LiveApi) -> None:
     code, out = gpujobs("estimate", GPT_SMALL)
     assert code == 0
-    header, *rows, decision, quote, simulated = out.splitlines()
+    header, *rows, decision, note, quote, simulated = out.splitlines()
     assert simulated == SIMULATED_NOTICE
     assert decision.startswith("place: ") and quote.startswith("quote (the policy as it will run)")
+    assert note.startswith("each row: that plan alone to the end")  # which finish time is which
     assert header.split()[:6] == ["#", "WHERE", "INSTANCE", "GPUS", "CAPACITY", "$/H"]
     first = rows[0].split()
     assert first[:2] == ["1", "*"]  # the plan the scheduler would choose now comes first
