@@ -8,9 +8,13 @@ trainers' own view of the `api` package: the same bytes where the runtime had to
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
-from devstack.confinement import reachable_package
+from devstack.confinement import ROOT, reachable_package
 
 TINY_GPT: dict[str, Any] = {
     "n_layer": 2,
@@ -20,3 +24,32 @@ TINY_GPT: dict[str, Any] = {
     "corpus": str(reachable_package("api")),
     "corpus_bytes": 200_000,
 }
+
+
+def trainer_steps_per_second(trainer: dict[str, Any], *, scratch: Path, steps: int = 200) -> float:
+    """How many steps a second this machine's trainer makes of `trainer` now: measured.
+
+    A test whose deadline must be feasible sizes its job from this. CI machines differ several
+    times over (200 steps/s of the tiny model on one, 13 on another), and a job sized for the
+    fastest one cannot meet its deadline on the slowest, whatever the scheduler decides. The rate
+    is taken between the first and the last progress lines, so the process start is left out.
+    """
+    config = {
+        "job_id": "calibration",
+        "checkpoint_uri": str(scratch / "checkpoints"),
+        "trainer": {**trainer, "steps": steps, "checkpoint": {"every_steps": steps}},
+    }
+    path = scratch / "calibration.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=ROOT,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    progress = [line for line in lines if "event" not in line and "step" in line]
+    first, last = progress[0], progress[-1]
+    return (last["step"] - first["step"]) / (last["time"] - first["time"])

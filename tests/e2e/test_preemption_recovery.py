@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from devstack.stack import ROOT, Stack
-from devstack.workloads import TINY_GPT
+from devstack.workloads import TINY_GPT, trainer_steps_per_second
 from trainer.checkpoint.reader import load_latest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -94,20 +94,26 @@ def test_a_preempted_ddp_job_resumes_to_the_same_weights(  # type: ignore[no-unt
         assert torch.equal(ours.shared["model"][name], tensor), name
 
 
-def test_a_job_without_slack_after_a_preemption_moves_to_on_demand(make_stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_without_slack_after_a_preemption_moves_to_on_demand(  # type: ignore[no-untyped-def]
+    make_stack, tmp_path: Path
+) -> None:
     # Spot for the first 10 s only, then never again: the spot attempt is preempted early, and
-    # what is left of the deadline cannot wait for spot that does not come back. Sized so that a
-    # fast idle machine (about 200 steps/s) cannot finish inside the spot window.
+    # what is left of the deadline cannot wait for spot that does not come back.
     # The policy waits for spot down to the last safe moment, so the deadline holds only if the
     # restart time it prices covers the real one: the local launcher's default (a process start,
     # torch import, restore from S3). With 18 s it missed by 6 s on a busy 2-core CI machine.
+    # The job is sized from this machine's measured rate, to about 36 s of work: a fixed 4000
+    # steps was 20 s on a fast machine and 300 s on a slow CI one, where no decision could meet
+    # a 151 s deadline. 36 s cannot finish inside the 10 s spot window.
+    rate = trainer_steps_per_second(trainer_spec(steps=1), scratch=tmp_path)
+    work_s = 36.0
     stack: Stack = make_stack(trace=[1] + [0] * 500, tick_seconds=10)
     spec = {
         "name": "tight-deadline",
-        "trainer": trainer_spec(steps=4000),
+        "trainer": trainer_spec(steps=max(200, int(rate * work_s))),
         "capacity": {"types": ["spot", "on_demand"]},
         "deadline_hours": 0.042,
-        "estimated_hours": 0.01,
+        "estimated_hours": work_s / 3600,
     }
     job_id = stack.submit(spec)
     job = stack.wait_status(job_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=300)
