@@ -20,7 +20,6 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from gpujobs.resources import ProgressReport
 from gpujobs.runtime import (
     ENV_JOB_TOKEN,
     EXIT_PREEMPTED,
@@ -28,9 +27,11 @@ from gpujobs.runtime import (
     RunConfig,
 )
 from trainer import determinism, rng
+from trainer.cadence import SaveCadence
 from trainer.checkpoint import (
     Checkpointer,
     CheckpointState,
+    Store,
     StoreUnavailable,
     discard_after,
     open_store,
@@ -42,7 +43,7 @@ from trainer.loader import BatchStream, build_loader
 from trainer.optimization import lr_factor, make_optimizer, make_scheduler
 from trainer.precision import Precision, choose_precision
 from trainer.preemption import PreemptionNotice
-from trainer.progress import ApiReporter, MetricsWindow, ProgressLog
+from trainer.progress import ApiReporter, ProgressLog, Publisher
 from trainer.resume import (
     abort_incomplete_uploads,
     check_config,
@@ -252,22 +253,28 @@ class Trainer:
         except StoreUnavailable as exc:
             log.error("the checkpoint store cannot be read; stopping without touching it: %s", exc)
             self.progress.event("store_unavailable", message=str(exc))
-            return RunResult(
-                exit_code=EXIT_STORE_UNAVAILABLE,
-                step=0,
-                total_steps=getattr(self, "total_steps", 0),
-                steps_run=0,
-                train_s=0.0,
-                train_cpu_s=0.0,
-                checkpoint_stall_s=0.0,
-                resumed_from=None,
-                checkpoint_step=None,
-            )
+            return self._nothing_run(EXIT_STORE_UNAVAILABLE, None, step=0)
         finally:
             if own_notice:
                 self.notice.uninstall()
             if self._own_dist:
                 self.dist.shutdown()
+
+    def _nothing_run(
+        self, exit_code: int, state: CheckpointState | None, *, step: int
+    ) -> RunResult:
+        resumed = state.step if state else None
+        return RunResult(
+            exit_code=exit_code,
+            step=step,
+            total_steps=getattr(self, "total_steps", 0),
+            steps_run=0,
+            train_s=0.0,
+            train_cpu_s=0.0,
+            checkpoint_stall_s=0.0,
+            resumed_from=resumed,
+            checkpoint_step=resumed,
+        )
 
     def _noticed(self) -> bool:
         return self.dist.agree_any([self.notice.received])[0]
@@ -279,41 +286,58 @@ class Trainer:
         self.progress.event(
             "preempted", step=step, checkpoint_step=state.step if state else None, saved=False
         )
-        return RunResult(
-            exit_code=EXIT_PREEMPTED if state else EXIT_PREEMPTED_NO_CHECKPOINT,
-            step=step,
-            total_steps=getattr(self, "total_steps", 0),
-            steps_run=0,
-            train_s=0.0,
-            train_cpu_s=0.0,
-            checkpoint_stall_s=0.0,
-            resumed_from=state.step if state else None,
-            checkpoint_step=state.step if state else None,
-        )
+        code = EXIT_PREEMPTED if state else EXIT_PREEMPTED_NO_CHECKPOINT
+        return self._nothing_run(code, state, step=step)
 
     def _run(self) -> RunResult:
-        spec, dist, config = self.spec, self.dist, self.config
         store = open_store(
-            config.checkpoint_uri, endpoint_url=config.s3_endpoint_url, create=dist.is_main
+            self.config.checkpoint_uri,
+            endpoint_url=self.config.s3_endpoint_url,
+            create=self.dist.is_main,
         )
+        state = self._resume_point(store)
+        if self._noticed():
+            return self._stop_before_training(state)
+        self._build()
+        self._open_checkpointer(store, state)
+        step = self._resume(state)
+        if self._noticed():
+            self.stream.close()
+            return self._stop_before_training(state)
+        interval = checkpoint_interval(self.config)
+        self._announce(step, state, interval)
+        reporter = self._reporter()
+        try:
+            return self._loop(step, state.step if state else None, interval, reporter)
+        finally:
+            self.checkpointer.wait()
+            self.stream.close()
+            if reporter is not None:
+                reporter.close()
+
+    def _resume_point(self, store: Store) -> CheckpointState | None:
+        """The checkpoint to resume from, refused before anything is built if it computes
+        something else."""
         state = find_checkpoint(store, self.dist)
         if state is not None:
             check_config(
                 state,
                 self.computing,
-                allow_change=spec.checkpoint.allow_config_change,
+                allow_change=self.spec.checkpoint.allow_config_change,
                 progress=self.progress,
             )
-        if self._noticed():
-            return self._stop_before_training(state)
-        self._build()
-        if state is not None and state.shared.get("total_steps", self.total_steps) != (
-            self.total_steps
-        ):
+        return state
+
+    def _open_checkpointer(self, store: Store, state: CheckpointState | None) -> None:
+        """Checks what needs the data (the total steps), clears what a killed attempt left
+        beyond the resume point, and opens this attempt's writer."""
+        dist = self.dist
+        saved_total = state.shared.get("total_steps", self.total_steps) if state else None
+        if saved_total is not None and saved_total != self.total_steps:
             check_total_steps(
-                state.shared["total_steps"],
+                saved_total,
                 self.total_steps,
-                allow_change=spec.checkpoint.allow_config_change,
+                allow_change=self.spec.checkpoint.allow_config_change,
                 progress=self.progress,
             )
         if dist.is_main:
@@ -326,40 +350,33 @@ class Trainer:
             rank=dist.rank,
             world_size=dist.world_size,
             nonce=nonce,
-            keep_last=spec.checkpoint.keep_last,
+            keep_last=self.spec.checkpoint.keep_last,
             on_complete=self._on_saved if dist.is_main else None,
         )
-        step = 0
-        if state is not None:
-            self._restore(state)
-            step = state.step
-            self.checkpointer.last_complete_step = state.step
-        else:
+
+    def _resume(self, state: CheckpointState | None) -> int:
+        """The step training continues from, with everything restored to it."""
+        if state is None:
             self.stream.seek(DataPosition())
-        if self._noticed():
-            self.stream.close()
-            return self._stop_before_training(state)
-        interval = checkpoint_interval(config)
+            return 0
+        self._restore(state)
+        self.checkpointer.last_complete_step = state.step
+        return state.step
+
+    def _announce(self, step: int, state: CheckpointState | None, interval: Any) -> None:
+        spec = self.spec
         self.progress.event(
             "resume" if state else "start",
             step=step,
             total_steps=self.total_steps,
-            world_size=dist.world_size,
-            device=str(dist.device),
+            world_size=self.dist.world_size,
+            device=str(self.dist.device),
             amp=str(spec.amp) if self.precision.note is None else self.precision.note,
             checkpoint_every_steps=interval.every_steps,
             checkpoint_every_seconds=interval.every_seconds,
             deterministic=torch.are_deterministic_algorithms_enabled(),
             compiled=spec.compile,
         )
-        reporter = self._reporter()
-        try:
-            return self._loop(step, state.step if state else None, interval, reporter)
-        finally:
-            self.checkpointer.wait()
-            self.stream.close()
-            if reporter is not None:
-                reporter.close()
 
     def _apply_new_schedule(self) -> None:
         """The checkpoint's optimizer and scheduler carry the learning rate they were saved with;
@@ -387,85 +404,35 @@ class Trainer:
     def _loop(
         self, step: int, resumed_from: int | None, interval: Any, reporter: ApiReporter | None
     ) -> RunResult:
-        spec, dist = self.spec, self.dist
-        samples_per_step = spec.batch_size * spec.grad_accum_steps * dist.world_size
-        window = MetricsWindow(samples_per_step)
-        stall_total, last_stall = 0.0, 0.0
-        last_save_at = time.monotonic()
-        last_report_at = time.monotonic()
-        first_step = step
-        loss: torch.Tensor | None = None
-        started = time.perf_counter()
-        started_cpu = time.process_time()
-        exit_code = EXIT_OK
-
-        last_report: ProgressReport | None = None
-
-        def publish_checkpoint() -> None:
-            """Re-send the last figures with the checkpoint just completed: the scheduler counts
-            lost work and the resume point from it."""
-            if last_report is None or not dist.is_main:
-                return
-            report = last_report.model_copy(
-                update={"checkpoint_step": self.checkpointer.last_complete_step}
-            )
-            self.progress.metrics(report)
-            if reporter is not None:
-                reporter.update(report)
-
-        def publish() -> None:
-            nonlocal last_report_at, last_report
-            figures = window.report(
-                step=step,
-                total_steps=self.total_steps,
-                loss=None if loss is None else float(loss.item()),
-                data_wait_s=self.stream.wait_s,
-            )
-            report = ProgressReport(
-                **figures,
-                checkpoint_stall_s=last_stall,
-                checkpoint_step=self.checkpointer.last_complete_step,
-                attempt_id=self.config.attempt_id,
-            )
-            self.progress.metrics(report)
-            if reporter is not None:
-                reporter.update(report)
-            last_report = report
-            window.reset(self.stream.wait_s)
-            last_report_at = time.monotonic()
-
+        dist = self.dist
+        publisher = self._publisher(reporter)
+        cadence = SaveCadence(interval, keeps_time=dist.is_main)
+        first_step, stall_total, exit_code = step, 0.0, EXIT_OK
+        started, started_cpu = time.perf_counter(), time.process_time()
         while step < self.total_steps:
             loss = self._train_step()
             step += 1
-            window.steps += 1
+            publisher.stepped()
             if step == first_step + 1:  # when this process's first step (a resumed one) is done
                 self.progress.event("first_step", step=step)
-            timed_save = bool(
-                interval.every_seconds
-                and dist.is_main
-                and time.monotonic() - last_save_at >= interval.every_seconds
-            )
-            stop, timed_save = dist.agree_any([self.notice.received, timed_save])
+            stop, timed_save = dist.agree_any([self.notice.received, cadence.time_due()])
             last = step == self.total_steps
-            if dist.is_main and (
-                last or stop or time.monotonic() - last_report_at >= self.config.progress_every_s
-            ):
-                publish()
+            if last or stop or publisher.due():
+                self._publish(publisher, step, loss)
             if last:
                 break
             if stop:
                 exit_code = self._preempt(step)
-                publish_checkpoint()
+                publisher.publish_checkpoint(self.checkpointer.last_complete_step)
                 break
-            if timed_save or (interval.every_steps and step % interval.every_steps == 0):
-                last_stall = self._save(step, wait=False)
-                stall_total += last_stall
-                last_save_at = time.monotonic()
-        train_s = time.perf_counter() - started
-        train_cpu_s = time.process_time() - started_cpu
+            if timed_save or cadence.step_due(step):
+                publisher.stall_s = self._save(step, wait=False)
+                stall_total += publisher.stall_s
+                cadence.saved()
+        train_s, train_cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
         if exit_code == EXIT_OK:
             exit_code = self._finish(step, resumed_from)
-            publish_checkpoint()
+            publisher.publish_checkpoint(self.checkpointer.last_complete_step)
         return RunResult(
             exit_code=exit_code,
             step=step,
@@ -475,6 +442,28 @@ class Trainer:
             train_cpu_s=train_cpu_s,
             checkpoint_stall_s=stall_total,
             resumed_from=resumed_from,
+            checkpoint_step=self.checkpointer.last_complete_step,
+        )
+
+    def _publisher(self, reporter: ApiReporter | None) -> Publisher:
+        spec, dist = self.spec, self.dist
+        return Publisher(
+            progress=self.progress,
+            reporter=reporter,
+            samples_per_step=spec.batch_size * spec.grad_accum_steps * dist.world_size,
+            every_s=self.config.progress_every_s,
+            attempt_id=self.config.attempt_id,
+            enabled=dist.is_main,
+        )
+
+    def _publish(self, publisher: Publisher, step: int, loss: torch.Tensor) -> None:
+        if not publisher.enabled:
+            return  # loss.item() would sync the device for nothing
+        publisher.publish(
+            step=step,
+            total_steps=self.total_steps,
+            loss=float(loss.item()),
+            data_wait_s=self.stream.wait_s,
             checkpoint_step=self.checkpointer.last_complete_step,
         )
 

@@ -66,6 +66,74 @@ class MetricsWindow:
         }
 
 
+class Publisher:
+    """The loop's figures: every `every_s`, at the last step and at a stop, on stdout and to the
+    API; and again, unchanged but for the step, once a checkpoint completes (the scheduler counts
+    lost work and the resume point from it). Only rank 0 publishes."""
+
+    def __init__(
+        self,
+        *,
+        progress: ProgressLog,
+        reporter: ApiReporter | None,
+        samples_per_step: int,
+        every_s: float,
+        attempt_id: str | None,
+        enabled: bool,
+    ) -> None:
+        self.progress = progress
+        self.reporter = reporter
+        self.window = MetricsWindow(samples_per_step)
+        self.every_s = every_s
+        self.attempt_id = attempt_id
+        self.enabled = enabled
+        self.stall_s = 0.0  # what the latest save made training wait
+        self.last: ProgressReport | None = None
+        self._last_at = time.monotonic()
+
+    def stepped(self) -> None:
+        self.window.steps += 1
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last_at >= self.every_s
+
+    def publish(
+        self,
+        *,
+        step: int,
+        total_steps: int,
+        loss: float | None,
+        data_wait_s: float,
+        checkpoint_step: int | None,
+    ) -> None:
+        if not self.enabled:
+            return
+        figures = self.window.report(
+            step=step, total_steps=total_steps, loss=loss, data_wait_s=data_wait_s
+        )
+        self._send(
+            ProgressReport(
+                **figures,
+                checkpoint_stall_s=self.stall_s,
+                checkpoint_step=checkpoint_step,
+                attempt_id=self.attempt_id,
+            )
+        )
+        self.window.reset(data_wait_s)
+        self._last_at = time.monotonic()
+
+    def publish_checkpoint(self, checkpoint_step: int | None) -> None:
+        if self.last is None or not self.enabled:
+            return
+        self._send(self.last.model_copy(update={"checkpoint_step": checkpoint_step}))
+
+    def _send(self, report: ProgressReport) -> None:
+        self.progress.metrics(report)
+        if self.reporter is not None:
+            self.reporter.update(report)
+        self.last = report
+
+
 class ApiReporter:
     """Posts the latest ProgressReport to `{api_url}/v1/jobs/{job_id}/progress` periodically."""
 
