@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.options import Considered, Market, first, outcome, plan
+from api.placement.options import Considered, Market, outcome, plan
 from api.placement.plan import Plan
 from api.placement.policy import decide
 from api.placement.quote import Quote, quote
+from api.placement.situation import hours_until, situation
 from api.placement.snapshot import JobState, Snapshot
 from gpujobs.spec import CapacityType
 
@@ -51,7 +52,7 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     chosen = decision.plan if isinstance(decision, Place) else None
     if isinstance(decision, Reject):
         quoted = None
-    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
+    hours_left = hours_until(job.deadline_at, snap.now)
     allowed = set(job.spec.capacity.types)
     free = {r.id: r.free for r in snap.reservations}
     considered: list[Considered] = []
@@ -91,37 +92,18 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
 
 
 def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
-    """The quote of what decide() will do with the job from now on (see quote.py)."""
-    allowed = set(job.spec.capacity.types)
-    hours_left = (job.deadline_at - snap.now).total_seconds() / 3600.0 if job.deadline_at else None
-    # decide() takes a free slot first
+    """The quote of what decide() will do with the job from now on (see quote.py), from the
+    situation decide() weighs; a free reservation first, as decide() takes one."""
+    sit = situation(market, job, snap.now)
     reserved = market.reservation(
-        job, {r.id: r.free for r in snap.reservations}, hours_left=hours_left
+        job, {r.id: r.free for r in snap.reservations}, hours_left=sit.hours_left
     )
-    spot = None
-    if CapacityType.SPOT in allowed:  # the pool it would use now, else the one it waits for
-        spot = market.in_time(job, market.spot(job), hours_left=hours_left) or first(
-            market.spot(job), waiting=True
-        )
-    od = (
-        market.in_time(job, market.on_demand(job), hours_left=hours_left)
-        if CapacityType.ON_DEMAND in allowed
-        else None
-    )
+    pool = sit.pool
     spot_now = (
-        spot is not None
-        and (spot.offer.zone, spot.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
+        pool is not None
+        and (pool.offer.zone, pool.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
     )
-    return quote(
-        job,
-        spot=spot,
-        on_demand=od,
-        reserved=reserved,
-        spot_available_now=spot_now,
-        restart_hours=snap.restart_hours,
-        hours_left=hours_left,
-        step_hours=snap.step_hours,
-    )
+    return quote(sit, reserved=reserved, spot_available_now=spot_now)
 
 
 def _decision_for(decisions: list[Decision], job_id: str) -> Decision:

@@ -47,11 +47,16 @@ class Option:
     # Hours on this option's GPU model per hour of the job's work (JobState.remaining_hours,
     # counted on its reference GPU): 0.5 on a model twice as fast.
     pace: float = 1.0
-    lifetime_hours: float = math.inf  # expected run until the job's gang is preempted
     # Spot only: how bursty the pool is (coefficients of variation of its available and
     # unavailable run lengths; 1 is memoryless), for the quote's availability model.
     up_cv: float = 1.0
     down_cv: float = 1.0
+
+    @property
+    def lifetime_hours(self) -> float:
+        """Expected run until the job's gang is preempted (its risk's rate is the gang's)."""
+        rate = self.risk.preemption_rate
+        return 1.0 / rate if rate > 0 else math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +225,6 @@ class Market:
                 CapacityType.SPOT,
                 (c.offer.spot_price or 0.0) * nodes,
                 self.risk(job, rate, c.prior.mtta_hours),
-                lifetime_hours=1.0 / rate if rate > 0 else math.inf,
                 up_cv=c.prior.up_cv,
                 down_cv=c.prior.down_cv,
                 pace=self.pace(job, c.offer),

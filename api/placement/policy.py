@@ -17,12 +17,11 @@ from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from api.placement.options import (
     Market,
     Option,
-    first,
     outcome,
     plan,
-    running_hours,
     work_hours,
 )
+from api.placement.situation import Situation, hours_until, situation
 from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
 from api.placement.snapshot import JobState, Snapshot
 from api.pricing.cost_model import Outcome
@@ -64,7 +63,7 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     if not market.candidates(job).any_offer:
         return Reject(job.id, "no offer in the catalog matches the requested resources")
     allowed = set(spec.capacity.types)
-    hours_left = _hours(job.deadline_at - snap.now) if job.deadline_at else None
+    hours_left = hours_until(job.deadline_at, snap.now)
     current = job.current if job.state == "running" else None
 
     if current is not None and current.capacity_type == CapacityType.RESERVED:
@@ -80,24 +79,14 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     if reserved is not None:
         return _commit(rnd, job, reserved, hours_left, "reserved capacity is prepaid")
 
-    spot = (
-        market.in_time(job, market.spot(job), hours_left=hours_left)
-        if CapacityType.SPOT in allowed
-        else None
-    )
-    od = (
-        market.in_time(job, market.on_demand(job), hours_left=hours_left)
-        if CapacityType.ON_DEMAND in allowed
-        else None
-    )
+    sit = situation(market, job, snap.now)
+    spot, od = sit.spot, sit.on_demand
     if spot is None and od is None:
         if current is not None:
             return None
         return _nothing_available(rnd, job, allowed)
 
-    # The pool the job waits for when spot is out now: its lifetime and price set the reserve.
-    pool = spot or (first(market.spot(job), waiting=True) if CapacityType.SPOT in allowed else None)
-    verdict, view = _choice(job, snap, spot, od, hours_left, pool)
+    verdict, view = _choice(sit)
     if verdict.choice is Choice.WAIT:
         if current is not None:
             return None
@@ -140,15 +129,9 @@ def _hours(delta: timedelta) -> float:
     return delta.total_seconds() / 3600.0
 
 
-def _choice(
-    job: JobState,
-    snap: Snapshot,
-    spot: Option | None,
-    od: Option | None,
-    hours_left: float | None,
-    pool: Option | None = None,
-) -> tuple[Verdict, SlackView | None]:
+def _choice(sit: Situation) -> tuple[Verdict, SlackView | None]:
     """The rule's verdict, and the view it judged (None where it was not needed)."""
+    job, spot, od, hours_left = sit.job, sit.spot, sit.on_demand, sit.hours_left
     if od is None:
         if spot is not None:
             return Verdict(Choice.SPOT, "cheapest expected cost while slack remains"), None
@@ -170,33 +153,16 @@ def _choice(
     ran = math.inf
     if current is not None:
         on = Choice.SPOT if current.capacity_type == CapacityType.SPOT else Choice.ON_DEMAND
-        ran = _hours(snap.now - current.started_at)
-        changeover_left = max(0.0, snap.restart_hours - ran)
-    window = _hours(job.deadline_at - job.submitted_at) if job.deadline_at else 0.0
-    # The work is counted in hours of running on the on-demand fallback's GPU, its checkpoint
-    # stalls included: that is what the deadline must leave room for.
-    total_work = running_hours(
-        job, od, max(job.spec.estimated_hours or 0.0, job.remaining_hours) * od.pace
-    )
-    pool = pool or spot
-    spot_pace = pool.pace / od.pace if pool is not None else 1.0
-    # per hour of work: a slower spot GPU saves less than its price says
-    spot_price = pool.price_per_hour * spot_pace if pool is not None else od.price_per_hour
-    view = SlackView(
+        ran = _hours(sit.now - current.started_at)
+        changeover_left = max(0.0, sit.restart_hours - ran)
+    view = sit.view(
+        sit.terms(),
         hours_left=hours_left,
-        work_left=running_hours(job, od, work_hours(job, od)),
+        work=work_hours(job, od),
         on=on,
         changeover_left=changeover_left,
         spot_available=spot is not None,
-        restart_hours=snap.restart_hours,
-        step_hours=snap.step_hours,
-        initial_slack=window - total_work - snap.restart_hours,
-        window_hours=window,
-        spot_lifetime_hours=pool.lifetime_hours if pool is not None else 0.0,
-        price_ratio=od.price_per_hour / spot_price if spot_price > 0 else 1.0,
-        spot_outage_hours=pool.risk.mtta_hours if pool is not None else 0.0,
         on_hours=ran,
-        spot_pace=spot_pace,
     )
     return rule(view), view
 

@@ -34,9 +34,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.placement.options import Option, interval, running_hours, work_hours
+from api.placement.options import Option, interval, work_hours
+from api.placement.situation import Situation
 from api.placement.slack import Choice, SlackView, choose, reserve
-from api.placement.snapshot import JobState
 
 RUNS = 128
 SEED = 20240
@@ -103,22 +103,20 @@ def hold_of(costs: Sequence[float]) -> float:
 
 
 def quote(
-    job: JobState,
+    sit: Situation,
     *,
-    spot: Option | None,
-    on_demand: Option | None,
     reserved: Option | None,
     spot_available_now: bool,
-    restart_hours: float,
-    hours_left: float | None,
-    step_hours: float | None = None,
     runs: int = RUNS,
     seed: int = SEED,
 ) -> Quote | None:
-    """The policy's quote for the job's remaining work; None when nothing could run it.
+    """The policy's quote for the job's remaining work in `sit`; None when nothing could run it.
 
-    `step_hours` is decide()'s reaction time (Snapshot.step_hours), which its safety net and
-    reserve allow for; None: the quote's own resolution."""
+    The spot pool simulated is `sit.pool` (the one the job runs on, or waits for). The reaction
+    time is `sit.step_hours`, decide()'s, which its safety net and reserve allow for; None: the
+    quote's own resolution."""
+    job, restart_hours, hours_left = sit.job, sit.restart_hours, sit.hours_left
+    spot, on_demand = sit.pool, sit.on_demand
     if reserved is not None:
         hours = work_hours(job, reserved) + restart_hours
         meet = 1.0 if hours_left is None or hours <= hours_left else 0.0
@@ -126,7 +124,7 @@ def quote(
     if spot is None and on_demand is None:
         return None
     rng = random.Random(seed)
-    sim = _Sim(job, spot, on_demand, restart_hours, hours_left, step_hours)
+    sim = _Sim(sit)
     sims = [sim.run(spot_available_now, rng) for _ in range(runs)]
     costs = sorted(s[0] for s in sims)
     if any(math.isinf(c) for c in costs):
@@ -146,52 +144,31 @@ def quote(
 class _Sim:
     """One job's quote set-up; run() is one simulated run of the policy."""
 
-    def __init__(
-        self,
-        job: JobState,
-        spot: Option | None,
-        od: Option | None,
-        restart: float,
-        hours_left: float | None,
-        step_hours: float | None,
-    ) -> None:
-        self.job, self.spot, self.od, self.restart = job, spot, od, restart
-        # Work is counted in hours of the on-demand GPU (decide()'s unit, policy._choice), or of
-        # the spot GPU when there is no on-demand; spot takes spot_pace hours per hour of it.
-        unit = od.pace if od is not None else (spot.pace if spot is not None else 1.0)
-        self.spot_pace = spot.pace / unit if spot is not None else 1.0
+    def __init__(self, sit: Situation) -> None:
+        job, spot, od = sit.job, sit.pool, sit.on_demand
+        self.sit, self.job, self.spot, self.od = sit, job, spot, od
+        self.restart = sit.restart_hours
         self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
         self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
         self.ckpt = job.checkpoint_cost_seconds / 3600.0
-        # decide() counts the work as running hours on on-demand, checkpoint stalls included
-        self.od_running = running_hours(job, od, 1.0) if od is not None else 1.0
         self.notice = job.spec.trainer.checkpoint.on_preemption
-        rate = spot.risk.preemption_rate if spot is not None else 0.0
-        self.lifetime = 1.0 / rate if rate > 0 else math.inf
+        lifetime = spot.lifetime_hours if spot is not None else math.inf
         mtta = max(spot.risk.mtta_hours, 1e-6) if spot is not None else 1.0
-        self.outage = spot.risk.mtta_hours if spot is not None else 0.0  # decide()'s, as is
-        self.up = Runs.fit(self.lifetime, spot.up_cv if spot is not None else 1.0)
+        self.up = Runs.fit(lifetime, spot.up_cv if spot is not None else 1.0)
         self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
-        self.total_work = job.remaining_hours * unit
-        self.left = hours_left
-        horizon = hours_left if hours_left is not None else max(24.0 * 30, 20.0 * self.total_work)
+        # Work in hours of the situation's unit GPU (decide()'s: on-demand's, else spot's)
+        self.total_work = job.remaining_hours * sit.unit
+        self.left = sit.hours_left
+        horizon = self.left if self.left is not None else max(24.0 * 30, 20.0 * self.total_work)
         self.horizon = horizon
         self.stride = max(horizon / STEPS, 1.0 / 60.0)
-        self.g = step_hours if step_hours is not None else self.stride
-        # decide()'s view of the deadline: the window and slack from submission, as it computes
-        # them (policy._choice), so a job quoted after it started is judged as decide() will.
-        if hours_left is not None and job.deadline_at is not None:
-            self.window = (job.deadline_at - job.submitted_at).total_seconds() / 3600.0
-            total = max(job.spec.estimated_hours or 0.0, job.remaining_hours) * unit
-            self.initial_slack = self.window - total * self.od_running - restart
-        else:
-            self.window = hours_left or 0.0
-            self.initial_slack = (hours_left or 0.0) - self.total_work * self.od_running - restart
-        self.ratio = (
-            (od.price_per_hour / (spot.price_per_hour * self.spot_pace))
-            if spot and od and spot.price_per_hour
-            else 1.0
+        # decide()'s view of the deadline, as it computes it: only the reaction time may be the
+        # quote's own resolution.
+        self.terms = sit.terms(
+            step_hours=sit.step_hours if sit.step_hours is not None else self.stride
         )
+        self.g = self.terms.step_hours
+        self.spot_pace = self.terms.spot_pace
 
     def run(self, available: bool, rng: random.Random) -> tuple[float, float, bool, float, float]:
         """(cost, hours to finish, met the deadline, spot hours, billed hours)."""
@@ -289,24 +266,17 @@ class _Sim:
     def _view(
         self, on: Choice, available: bool, changeover: float, work: float, t: float, ran: float
     ) -> SlackView | None:
-        """decide()'s view of the deadline (policy._choice) in the simulated state."""
+        """decide()'s view of the deadline in the simulated state."""
         if self.left is None:
             return None
-        return SlackView(
+        return self.sit.view(
+            self.terms,
             hours_left=self.left - t,
-            work_left=work * self.od_running,
+            work=work,
             on=on,
             changeover_left=changeover,
             spot_available=self.spot is not None and available,
-            restart_hours=self.restart,
-            step_hours=self.g,
-            initial_slack=self.initial_slack,
-            window_hours=self.window,
-            spot_lifetime_hours=self.lifetime,
-            price_ratio=self.ratio,
-            spot_outage_hours=self.outage,
             on_hours=ran,
-            spot_pace=self.spot_pace,
         )
 
     def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:

@@ -12,7 +12,8 @@ import pytest
 from api.placement import Snapshot, estimate
 from api.placement.options import Market, Option, first
 from api.placement.quote import Quote, Runs, hold_of, quote
-from api.placement.snapshot import prospective
+from api.placement.situation import Situation
+from api.placement.snapshot import JobState, prospective
 from api.pricing.catalog import default_catalog
 from api.pricing.cost_model import Risk
 from api.pricing.offers import Offer
@@ -21,6 +22,31 @@ from gpujobs.spec import CapacityType, JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OFFER = Offer("aws", "us-east-1", "us-east-1a", "p3.2xlarge", "V100", 1, 16.0, 8, 61, 3.0, 1.0)
+
+
+def quote_of(
+    job: JobState,
+    *,
+    spot: Option | None,
+    on_demand: Option | None,
+    reserved: Option | None,
+    spot_available_now: bool,
+    restart_hours: float,
+    hours_left: float | None,
+    step_hours: float | None = None,
+) -> Quote | None:
+    """The quote of a situation with these options (the pool simulated is `spot`)."""
+    sit = Situation(
+        job=job,
+        now=NOW,
+        hours_left=hours_left,
+        restart_hours=restart_hours,
+        step_hours=step_hours,
+        spot=spot,
+        pool=spot,
+        on_demand=on_demand,
+    )
+    return quote(sit, reserved=reserved, spot_available_now=spot_available_now)
 
 
 def spec(hours: float, deadline: float | None, **resources: object) -> JobSpec:
@@ -44,7 +70,7 @@ def options(rate: float) -> tuple[Option, Option]:
 def test_without_preemptions_the_quote_is_the_plain_run() -> None:
     job = prospective(spec(10, None), team="t", team_name="t", now=NOW)
     spot, od = options(0.0)
-    q = quote(
+    q = quote_of(
         job,
         spot=spot,
         on_demand=od,
@@ -61,7 +87,7 @@ def test_without_preemptions_the_quote_is_the_plain_run() -> None:
 def test_a_deadline_with_no_slack_is_quoted_on_demand() -> None:
     job = prospective(spec(10, 10.3), team="t", team_name="t", now=NOW)
     spot, od = options(0.5)
-    q = quote(
+    q = quote_of(
         job,
         spot=spot,
         on_demand=od,
@@ -79,7 +105,7 @@ def test_the_quote_is_deterministic_and_its_hold_is_a_high_percentile() -> None:
     spot, od = options(0.3)
 
     def run() -> object:
-        return quote(
+        return quote_of(
             job,
             spot=spot,
             on_demand=od,
@@ -137,7 +163,7 @@ def test_a_bursty_pool_available_now_is_quoted_with_more_spot_than_a_memoryless_
 
     def run(cv: float) -> Quote:
         bursty = replace(spot, up_cv=cv, down_cv=cv)
-        q = quote(
+        q = quote_of(
             job,
             spot=bursty,
             on_demand=od,
@@ -202,7 +228,7 @@ def test_the_deadline_rule_leaves_room_for_on_demands_checkpoint_stalls() -> Non
     body["trainer"]["checkpoint"] = {"every_seconds": 600}
     job = prospective(JobSpec.model_validate(body), team="t", team_name="t", now=NOW)
     spot, od = options(1 / 1.6)  # a pool preempted every 1.6 h, out for 1 h
-    q = quote(
+    q = quote_of(
         job,
         spot=spot,
         on_demand=od,
