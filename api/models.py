@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from api.placement.plan import Placement
+from api.pricing.offers import Placement
 from gpujobs.spec import CapacityType
 
 # The attempt columns that hold its Placement: the dataclass's field names, so the two cannot

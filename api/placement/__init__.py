@@ -2,9 +2,10 @@
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
 from api.placement.estimate import Estimate, Weighed, estimate
-from api.placement.plan import Placement, Plan
+from api.placement.plan import Plan
 from api.placement.policy import decide
 from api.placement.snapshot import Current, JobState, Reservation, Snapshot
+from api.pricing.offers import Placement
 
 __all__ = [
     "Current",

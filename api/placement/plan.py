@@ -1,48 +1,13 @@
-"""The placement value objects: what decide() chose (`Plan`) and where an attempt runs
-(`Placement`).
-
-`Placement` is the one value that travels from the decision to the bill: a `Place`'s plan yields
-it, the scheduler stores it as the attempt row's columns (`JobAttempt.placed`), the launcher is
-handed it (`LaunchRequest.placement`), and the ledger reads it back (`JobAttempt.placement`,
-`LedgerRow.placement`). Nothing on that path copies its fields one by one. The contract's `Plan`
-is the wire form of `Plan`."""
+"""What decide() chose (`Plan`), and where it runs an attempt (`Plan.placement`, a
+`Placement`: api.pricing.offers). The contract's `Plan` is the wire form of `Plan`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from api.pricing.offers import Offer
+from api.pricing.offers import Offer, Placement
 from gpujobs.spec import CapacityType
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where and how an attempt runs, and its price. The field names are the `job_attempts`
-    column names (the ORM maps one onto the other by name)."""
-
-    cloud: str
-    region: str
-    zone: str
-    instance_type: str
-    gpu_model: str
-    gpu_count: int  # per node
-    nodes: int
-    capacity_type: CapacityType
-    price_per_hour: float  # whole attempt (all nodes), USD/hour
-    on_demand_price_per_hour: float  # the same hours on-demand: the baseline for savings
-    reservation_id: str | None = None
-
-    @property
-    def offer_key(self) -> str:
-        """The key of the catalog offer this runs on (`Offer.key`)."""
-        return Offer.key_of(
-            self.cloud, self.zone, self.instance_type, self.gpu_model, self.gpu_count
-        )
-
-    @property
-    def gpus(self) -> int:
-        return self.gpu_count * self.nodes
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,12 @@
-"""An offer: one instance type in one zone, with its on-demand and spot prices."""
+"""An offer: one instance type in one zone, with its on-demand and spot prices; and a `Placement`:
+where an attempt runs on one, on what capacity, at what price.
+
+`Placement` is the one value that travels from the decision to the bill: a `Place`'s plan yields
+it (`api.placement.Plan.placement`), the scheduler stores it as the attempt row's columns
+(`JobAttempt.placed`), the launcher is handed it (`LaunchRequest.placement`), and the ledger reads
+it back (`JobAttempt.placement`, `LedgerRow.placement`). Nothing on that path copies its fields one
+by one. It lives here, below both the ORM and the placement policy, so that the ORM maps it without
+importing the policy."""
 
 from __future__ import annotations
 
@@ -41,3 +49,32 @@ class Offer:
         if capacity == CapacityType.ON_DEMAND:
             return self.on_demand_price
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where and how an attempt runs, and its price. The field names are the `job_attempts`
+    column names (the ORM maps one onto the other by name)."""
+
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int  # per node
+    nodes: int
+    capacity_type: CapacityType
+    price_per_hour: float  # whole attempt (all nodes), USD/hour
+    on_demand_price_per_hour: float  # the same hours on-demand: the baseline for savings
+    reservation_id: str | None = None
+
+    @property
+    def offer_key(self) -> str:
+        """The key of the catalog offer this runs on (`Offer.key`)."""
+        return Offer.key_of(
+            self.cloud, self.zone, self.instance_type, self.gpu_model, self.gpu_count
+        )
+
+    @property
+    def gpus(self) -> int:
+        return self.gpu_count * self.nodes

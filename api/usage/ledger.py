@@ -32,7 +32,7 @@ from api.money import (
     elapsed_us,
     microusd_per_hour,
 )
-from api.placement.plan import Placement
+from api.pricing.offers import Placement
 from gpujobs.usage import UsageGroup, UsageGroupBy
 
 PREEMPTED = "preempted"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from api.placement.plan import Placement
+from api.pricing.offers import Placement
 from gpujobs.runtime import RunConfig
 
 
