@@ -150,6 +150,6 @@ def team_budgets(session: Session, teams: list[str], now: datetime) -> Mapping[s
 
 
 def reservation_pools(session: Session, now: datetime) -> list[Reservation]:
-    from api.reservations.repository import with_usage
+    from api.placement.world import with_usage
 
     return list(with_usage(session, now=now))

@@ -17,7 +17,7 @@ from api.pricing.catalog import Catalog
 from api.pricing.gpu_speed import normalized
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
-from api.reservations.repository import with_usage
+from api.reservations import repository as reservation_rows
 from gpujobs.spec import CapacityType
 
 Unavailable = frozenset[tuple[str, str, CapacityType]]
@@ -62,6 +62,22 @@ def pool_histories(session: Session, *, now: datetime) -> dict[tuple[str, str], 
         pool: pool_history(attempts, since=since, now=now)
         for pool, attempts in repository.spot_attempts(session, since=since).items()
     }
+
+
+def with_usage(session: Session, *, now: datetime) -> list[Reservation]:
+    """The reservations in force at `now` as decide() sees them, with the nodes in use."""
+    used = reservation_rows.in_use(session)
+    return [
+        Reservation(
+            id=row.id,
+            instance_type=row.instance_type,
+            zone=row.zone,
+            count=row.count,
+            in_use=used.get(row.id, 0),
+            price_per_hour=row.price_per_hour,
+        )
+        for row in reservation_rows.active(session, now=now)
+    ]
 
 
 def unavailable(

@@ -1,8 +1,5 @@
-"""Every query about reservations and how many of their nodes are in use.
-
-`with_usage` is what the scheduler's snapshot and the estimate endpoint read: the reservations
-active at `now`, each with the nodes that running attempts (`ended_at` NULL) hold on it.
-"""
+"""Every query about reservations and how many of their nodes are in use (`in_use`: held by
+attempts whose `ended_at` is NULL); api.placement.world makes the scheduler's view of them."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from api.models import JobAttempt, Reservation
-from api.placement.snapshot import Reservation as PoolView
 
 
 def in_use(session: Session) -> dict[str, int]:
@@ -31,22 +27,6 @@ def active(session: Session, *, now: datetime, upcoming: bool = False) -> list[R
     if not upcoming:
         query = query.where(or_(Reservation.starts_at.is_(None), Reservation.starts_at <= now))
     return list(session.scalars(query.order_by(Reservation.id)))
-
-
-def with_usage(session: Session, *, now: datetime) -> list[PoolView]:
-    """The reservations in force at `now` as api.placement sees them, with in-use counts."""
-    used = in_use(session)
-    return [
-        PoolView(
-            id=row.id,
-            instance_type=row.instance_type,
-            zone=row.zone,
-            count=row.count,
-            in_use=used.get(row.id, 0),
-            price_per_hour=row.price_per_hour,
-        )
-        for row in active(session, now=now)
-    ]
 
 
 def list_all(session: Session) -> list[Reservation]:

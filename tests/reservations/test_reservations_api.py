@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import transaction
-from api.reservations.repository import with_usage
+from api.placement.world import with_usage
 from tests.budgets.support import ADMIN, add_attempt
 
 URL = "/v1/admin/reservations"
