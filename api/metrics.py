@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.budgets import repository as budgets
 from api.budgets.spend import spent_microusd
 from api.errors import Unauthorized
 from api.jobs import repository
@@ -161,7 +162,7 @@ class TeamSeries(Collector):
         start = month_start(now)
         with self.session_factory() as session:
             jobs = teams.jobs_by_team_and_status(session)
-            charges = teams.charges_by_team(session, start=start, end=now)
+            charges = budgets.charges_by_team(session, start=start, end=now)
         by_status = GaugeMetricFamily(
             "gpujobs_team_jobs", "Jobs by team and status, now.", labels=["team", "status"]
         )

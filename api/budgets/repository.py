@@ -11,18 +11,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from api.budgets.spend import Charge
 from api.models import Job, JobAttempt, Team, TeamBudget
 from gpujobs.resources import JobStatus
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """One attempt as spend needs it."""
-
-    price_per_hour: float  # whole attempt
-    started_at: datetime
-    ended_at: datetime | None
-    cost_microusd: int | None
 
 
 def get(session: Session, *, team_id: str) -> TeamBudget | None:
@@ -208,3 +199,13 @@ def charges(
     if team_id is not None:
         where.append(JobAttempt.team_id == team_id)
     return grouped_charges(session, by=JobAttempt.team_id, where=where)
+
+
+def charges_by_team(
+    session: Session, *, start: datetime, end: datetime, team_id: str | None = None
+) -> dict[str, list[Charge]]:
+    """Every team's (or one team's) attempts that ran during [start, end), by team name."""
+    where = [ran_during(start, end)]
+    if team_id is not None:
+        where.append(JobAttempt.team_id == team_id)
+    return grouped_charges(session, by=Team.name, where=where)

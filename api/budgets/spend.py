@@ -9,10 +9,20 @@ C(end) - C(start), so an attempt that crosses the month's first instant counts o
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
-from api.budgets.repository import Charge
 from api.money import cost_to
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One attempt as spend needs it."""
+
+    price_per_hour: float  # whole attempt
+    started_at: datetime
+    ended_at: datetime | None
+    cost_microusd: int | None
 
 
 def charge_cost_to(charge: Charge, t: datetime, *, now: datetime) -> int:

@@ -1,15 +1,12 @@
-"""Every query about teams, and the per-team figures the metrics token may read."""
+"""Every query about teams, and the jobs per team the metrics token may read."""
 
 from __future__ import annotations
-
-from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.budgets.repository import Charge, grouped_charges, ran_during
-from api.models import Job, JobAttempt, Team
+from api.models import Job, Team
 
 
 def get_by_name(session: Session, *, name: str) -> Team | None:
@@ -38,13 +35,3 @@ def jobs_by_team_and_status(session: Session) -> dict[tuple[str, str], int]:
         .group_by(Team.name, Job.status)
     )
     return {(team, status): count for team, status, count in rows}
-
-
-def charges_by_team(
-    session: Session, *, start: datetime, end: datetime, team_id: str | None = None
-) -> dict[str, list[Charge]]:
-    """Every team's (or one team's) attempts that ran during [start, end), by team name."""
-    where = [ran_during(start, end)]
-    if team_id is not None:
-        where.append(JobAttempt.team_id == team_id)
-    return grouped_charges(session, by=Team.name, where=where)

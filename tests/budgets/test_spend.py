@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from api.budgets.repository import Charge
-from api.budgets.spend import spent_microusd
+from api.budgets.spend import Charge, spent_microusd
 from api.money import month_start
 
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
