@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import Forbidden, Unauthorized
 from api.models import ApiToken, Team, utcnow
+from gpujobs.tokens import IssuedToken, TokenInfo
 
 TOKEN_PREFIX = "gpj_"
 # `last_used_at` is this fresh at worst: a token used every second costs one write a minute.
@@ -115,6 +116,37 @@ def _expired(prefix: str, expires_at: datetime | None, *, now: datetime) -> str 
             f"token {prefix}... expired at {expires_at.isoformat()}; ask an operator for a new one"
         )
     return None
+
+
+def issue_for(
+    session: Session,
+    *,
+    team: Team,
+    now: datetime,
+    name: str = "",
+    expires_in_seconds: int | None = None,
+) -> IssuedToken:
+    """A new token of the team, in clear (this once) with what its listing shows."""
+    expires_at = None if expires_in_seconds is None else now + timedelta(seconds=expires_in_seconds)
+    row, secret = issue(session, team_id=team.id, name=name, expires_at=expires_at)
+    session.flush()
+    return IssuedToken(token=secret, info=token_info(row, team_name=team.name, now=now))
+
+
+def token_info(token: ApiToken, *, team_name: str, now: datetime) -> TokenInfo:
+    """A stored token as its listing shows it: never its secret."""
+    return TokenInfo(
+        id=token.id,
+        name=token.name,
+        prefix=token.prefix,
+        team=team_name,
+        job_id=token.job_id,
+        created_at=token.created_at,
+        last_used_at=token.last_used_at,
+        expires_at=token.expires_at,
+        revoked_at=token.revoked_at,
+        active=refusal(token, now=now) is None,
+    )
 
 
 def bearer_token(authorization: str | None) -> str:

@@ -45,6 +45,15 @@ ERROR_RESPONSES[503] = {
 }
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
+# A new token in clear (a team's first, or one minted later) must not sit in a cache on the way.
+NO_STORE = {"Cache-Control": "no-store"}
+NO_STORE_HEADER = {
+    "Cache-Control": {
+        "description": "`no-store`: the body holds a token in clear.",
+        "schema": {"type": "string"},
+    }
+}
+
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """The request's session. Opening one does no IO; the connection is taken at the first

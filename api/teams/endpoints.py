@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
+from api.http import (
+    ERROR_RESPONSES,
+    NO_STORE,
+    NO_STORE_HEADER,
+    PrincipalDep,
+    SessionDep,
+    respond,
+)
 from api.models import utcnow
 from api.teams import service
-from api.tokens.endpoints import NO_STORE, NO_STORE_HEADER
 from gpujobs.resources import ErrorBody
 from gpujobs.tokens import CreatedTeam, TeamList, TeamRequest
 

@@ -7,11 +7,10 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from api.auth import Principal
+from api.auth import Principal, issue_for
 from api.errors import Conflict, InvalidRequest, NotFound
 from api.models import Team, utcnow
 from api.teams import repository
-from api.tokens import service as tokens
 from gpujobs.resources import FieldError
 from gpujobs.spec import NAME_PATTERN
 from gpujobs.tokens import CreatedTeam, IssuedToken, TeamInfo, TeamList
@@ -49,7 +48,7 @@ def add_team(
     team = None if taken else repository.add(session, name=name)
     if team is None:
         raise Conflict(f"team {name!r} already exists")
-    issued = tokens.issue_for(
+    issued = issue_for(
         session, team=team, now=now, name=token_name, expires_in_seconds=expires_in_seconds
     )
     return team, issued
@@ -65,7 +64,7 @@ def create_token(session: Session, *, name: str, label: str = "cli") -> str:
     team = repository.get_by_name(session, name=name)
     if team is None:
         raise NotFound(f"team {name!r} not found")
-    return tokens.issue_for(session, team=team, now=utcnow(), name=label).token
+    return issue_for(session, team=team, now=utcnow(), name=label).token
 
 
 def team_info(team: Team) -> TeamInfo:

@@ -6,7 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
 
-from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
+from api.http import (
+    ERROR_RESPONSES,
+    NO_STORE,
+    NO_STORE_HEADER,
+    PrincipalDep,
+    SessionDep,
+    respond,
+)
 from api.models import utcnow
 from api.tokens import service
 from gpujobs.spec import NAME_PATTERN
@@ -16,14 +23,6 @@ router = APIRouter(tags=["admin"], responses=ERROR_RESPONSES)
 
 TeamName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
 TokenId = Annotated[str, Path(min_length=36, max_length=36, pattern=r"^[0-9a-f-]{36}$")]
-# A new token in clear must not sit in a cache on the way.
-NO_STORE = {"Cache-Control": "no-store"}
-NO_STORE_HEADER = {
-    "Cache-Control": {
-        "description": "`no-store`: the body holds a token in clear.",
-        "schema": {"type": "string"},
-    }
-}
 
 
 @router.get("/v1/admin/tokens", response_model=TokenList)

@@ -3,34 +3,19 @@ mint more tokens or revoke its team's other ones (see docs/admin.md)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from api import auth
 from api.auth import Principal
 from api.errors import NotFound
-from api.models import ApiToken, Team
+from api.models import Team
 from api.teams import repository as teams
 from api.tokens import repository
 from gpujobs.tokens import IssuedToken, TokenInfo, TokenList
 
 MAX_LISTING = 1000
-
-
-def info(token: ApiToken, *, team_name: str, now: datetime) -> TokenInfo:
-    return TokenInfo(
-        id=token.id,
-        name=token.name,
-        prefix=token.prefix,
-        team=team_name,
-        job_id=token.job_id,
-        created_at=token.created_at,
-        last_used_at=token.last_used_at,
-        expires_at=token.expires_at,
-        revoked_at=token.revoked_at,
-        active=auth.refusal(token, now=now) is None,
-    )
 
 
 def _team(session: Session, *, name: str) -> Team:
@@ -54,21 +39,9 @@ def list_tokens(
     rows = repository.listing(
         session, team_id=team_id, include_inactive=include_inactive, now=now, limit=limit
     )
-    return TokenList(items=[info(token, team_name=name, now=now) for token, name in rows])
-
-
-def issue_for(
-    session: Session,
-    *,
-    team: Team,
-    now: datetime,
-    name: str = "",
-    expires_in_seconds: int | None = None,
-) -> IssuedToken:
-    expires_at = None if expires_in_seconds is None else now + timedelta(seconds=expires_in_seconds)
-    row, secret = auth.issue(session, team_id=team.id, name=name, expires_at=expires_at)
-    session.flush()
-    return IssuedToken(token=secret, info=info(row, team_name=team.name, now=now))
+    return TokenList(
+        items=[auth.token_info(token, team_name=name, now=now) for token, name in rows]
+    )
 
 
 def create_token(
@@ -82,7 +55,9 @@ def create_token(
 ) -> IssuedToken:
     principal.require_admin()
     team = _team(session, name=team_name)
-    return issue_for(session, team=team, now=now, name=name, expires_in_seconds=expires_in_seconds)
+    return auth.issue_for(
+        session, team=team, now=now, name=name, expires_in_seconds=expires_in_seconds
+    )
 
 
 def revoke_token(
@@ -95,4 +70,4 @@ def revoke_token(
         raise NotFound(f"token {token_id!r} not found")
     token, team_name = found
     repository.revoke(session, token=token, now=now)
-    return info(token, team_name=team_name, now=now)
+    return auth.token_info(token, team_name=team_name, now=now)
