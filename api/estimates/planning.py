@@ -14,10 +14,11 @@ from sqlalchemy.orm import Session
 
 from api.errors import InvalidRequest
 from api.placement import Estimate, JobState, Snapshot, estimate, world
-from api.placement.checkpoints import checkpoint_cost, checkpoint_key
+from api.placement.checkpoints import checkpoint_cost
 from api.placement.repository import learned_checkpoint_costs, learned_gpu_rates
 from api.placement.snapshot import prospective
-from api.placement.throughput import learned_speeds, several_models, throughput_key
+from api.placement.throughput import learned_speeds, several_models
+from api.placement.trainer_keys import trainer_keys
 from api.pricing.catalog import Catalog
 from api.pricing.gpu_speed import normalized
 from api.pricing.preemption import Priors
@@ -62,12 +63,13 @@ def read(
 ) -> Weighing:
     """Every read that weighing the spec needs; a spec without `estimated_hours` is a 422."""
     require_estimate(spec)
-    key = (team_id, checkpoint_key(spec))
+    keys = trainer_keys(spec)
+    key = (team_id, keys.checkpoint_key)
     learned = learned_checkpoint_costs(session, keys=[key]).get(key)
     speeds = normalized(settings.gpu_speeds)
     rates = None
     if speeds and several_models(spec.resources.gpu_models):
-        fast = (team_id, throughput_key(spec))
+        fast = (team_id, keys.throughput_key)
         rates = learned_gpu_rates(session, keys=[fast]).get(fast)
     job = prospective(
         spec,

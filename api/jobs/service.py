@@ -8,7 +8,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -21,8 +21,7 @@ from api.estimates import local_machine
 from api.jobs import lifecycle, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
-from api.placement.checkpoints import checkpoint_key
-from api.placement.throughput import throughput_key
+from api.placement.trainer_keys import trainer_keys
 from api.settings import Settings
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
@@ -107,8 +106,7 @@ def submit(
         quote_finish_at=admitted.quote_finish_at,
         quote_p_meet=admitted.quote_p_meet,
         holds_budget=admitted.holds_budget,
-        checkpoint_key=checkpoint_key(spec),
-        throughput_key=throughput_key(spec),
+        **asdict(trainer_keys(spec)),
     )
     # Concurrent submits race on the unique indexes, not on a lock: one key (a retry) or one
     # unfinished name per team, and the losers find out which. The index is also the only name
