@@ -392,7 +392,7 @@ def run_chaos(
                     os.environ[key] = value
                 reference = reference_weights(tmp, trainer)
                 for job_id in succeeded:
-                    ours = load_latest(f"s3://{stack.bucket}/{stack.database}/{job_id}")
+                    ours = load_latest(stack.checkpoint_uri(job_id))
                     weights_equal[job_id] = (
                         ours is not None
                         and ours.step == steps

@@ -452,6 +452,7 @@ def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
     import httpx
 
     from api.settings import Settings
+    from gpujobs.checkpoints import job_checkpoint_uri
     from gpujobs.client import Client
     from trainer.checkpoint import load_latest
 
@@ -472,7 +473,7 @@ def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
     root = Settings(home=work / "state").checkpoint_root()
     weights = {}
     for label, job in jobs.items():
-        state = load_latest(f"{root}/{job}")
+        state = load_latest(job_checkpoint_uri(root, job))
         weights[label] = None if state is None else state.shared["model"]
     comparisons = {}
     for left, right in (("on-demand-a", "on-demand-b"), ("on-demand-a", "spot")):

@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, text
 from devstack.confinement import trainer_python, trainer_python_path
 from devstack.ports import free_port, wait_for
 from devstack.s3server import S3Server
+from gpujobs.checkpoints import job_checkpoint_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 # The machine's shared PostgreSQL; a stack that restarts its database passes its own cluster's.
@@ -92,6 +93,7 @@ class Stack:
         self.home = self.tmp / "home"
         self.bucket = "gpujobs-e2e"
         self.database = f"gpujobs_e2e_{uuid.uuid4().hex[:8]}"
+        self.checkpoint_root = f"s3://{self.bucket}/{self.database}"
         self.token = ""
         self.commands: dict[str, list[str]] = {}
         self._stopping = threading.Event()
@@ -109,7 +111,7 @@ class Stack:
             GPUJOBS_DATABASE_URL=self.pg_admin_url.rsplit("/", 1)[0] + "/" + self.database,
             GPUJOBS_BROKER_URL=self.redis.url,
             GPUJOBS_PORT=str(self.port),
-            GPUJOBS_CHECKPOINT_URI=f"s3://{self.bucket}/{self.database}",
+            GPUJOBS_CHECKPOINT_URI=self.checkpoint_root,
             GPUJOBS_S3_ENDPOINT_URL=self.s3.endpoint_url,
             GPUJOBS_SCHEDULE_INTERVAL_S="1",
             GPUJOBS_RECONCILE_INTERVAL_S="0.5",
@@ -233,6 +235,10 @@ class Stack:
             response = client.post("/v1/jobs", json=spec)
             assert response.status_code == 201, response.text
             return str(response.json()["id"])
+
+    def checkpoint_uri(self, job_id: str) -> str:
+        """Where the job's trainer writes its checkpoints."""
+        return job_checkpoint_uri(self.checkpoint_root, job_id)
 
     def job(self, job_id: str) -> dict[str, Any]:
         with self.client() as client:

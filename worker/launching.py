@@ -12,6 +12,7 @@ import logging
 from api.auth import issue_token
 from api.database import transaction
 from api.models import Job, JobAttempt
+from gpujobs.checkpoints import job_checkpoint_uri
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import JobSpec
 from worker import repository as repo
@@ -19,10 +20,6 @@ from worker.control import ControlPlane
 from worker.launchers.base import LaunchRequest
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_uri(cp: ControlPlane, job_id: str) -> str:
-    return f"{cp.settings.checkpoint_root().rstrip('/')}/{job_id}"
 
 
 def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
@@ -71,7 +68,7 @@ def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> 
         job_id=job.id,
         attempt_id=attempt.id,
         trainer=spec.trainer,
-        checkpoint_uri=checkpoint_uri(cp, job.id),
+        checkpoint_uri=job_checkpoint_uri(settings.checkpoint_root(), job.id),
         checkpoint_every_seconds=attempt.checkpoint_every_seconds,
         s3_endpoint_url=settings.s3_endpoint_url or None,
         api_url=settings.api_url(),

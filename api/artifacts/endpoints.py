@@ -12,20 +12,22 @@ from fastapi.responses import StreamingResponse
 from api.artifacts import service, store
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.jobs import service as jobs
+from api.models import Job
+from gpujobs.checkpoints import FILE_NAME, job_checkpoint_uri
 from gpujobs.resources import Artifacts
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
-FileName = Annotated[str, Path(pattern=service.NAME.pattern)]
+FileName = Annotated[str, Path(pattern=FILE_NAME.pattern)]
 
 
-def _store(request: Request, job_id: str) -> store.ArtifactStore:
-    settings = request.app.state.settings
-    return store.for_job(
-        checkpoint_root=settings.checkpoint_root(),
-        job_id=job_id,
-        s3_endpoint_url=settings.s3_endpoint_url,
-    )
+def _prefix(request: Request, job: Job) -> str:
+    return job_checkpoint_uri(request.app.state.settings.checkpoint_root(), job.id)
+
+
+def _store(request: Request, prefix: str) -> store.ArtifactStore:
+    s3_endpoint_url = request.app.state.settings.s3_endpoint_url
+    return store.for_prefix(checkpoint_uri=prefix, s3_endpoint_url=s3_endpoint_url)
 
 
 @router.get("/{job_id}/artifacts", response_model=Artifacts)
@@ -33,10 +35,11 @@ async def job_artifacts(
     request: Request, job_id: str, session: SessionDep, principal: PrincipalDep
 ) -> Response:
     job = jobs.get(session, principal=principal, job_id=job_id)
+    prefix = _prefix(request, job)  # read before the rollback expires the row
     session.rollback()  # listing a store can be slow: hold no database lock meanwhile
     base_url = str(request.base_url).rstrip("/")
     listing = await anyio.to_thread.run_sync(
-        lambda: service.list_artifacts(store=_store(request, job.id), job=job, base_url=base_url)
+        lambda: service.list_artifacts(store=_store(request, prefix), job=job, base_url=base_url)
     )
     return respond(listing)
 
@@ -62,9 +65,10 @@ async def download_artifact(
     principal: PrincipalDep,
 ) -> StreamingResponse:
     job = jobs.get(session, principal=principal, job_id=job_id)
+    prefix = _prefix(request, job)
     session.rollback()
     download = await anyio.to_thread.run_sync(
-        lambda: service.open_file(store=_store(request, job.id), job=job, step=step, name=name)
+        lambda: service.open_file(store=_store(request, prefix), job=job, step=step, name=name)
     )
     return StreamingResponse(
         _iterate(download.chunks),

@@ -7,33 +7,26 @@ only when it is a regular file of the size its manifest promised (store.py says 
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from api.artifacts.store import ArtifactMissing, ArtifactRefused, ArtifactStore
 from api.errors import Conflict, NotFound
 from api.models import Job
+from gpujobs.checkpoints import (
+    MANIFEST_FILE,
+    FileEntry,
+    listed_files,
+    manifest_key,
+    step_dir,
+    step_of,
+)
 from gpujobs.resources import ArtifactFile, Artifacts, Checkpoint, JobStatus
 
 log = logging.getLogger(__name__)
 
-# The trainer's checkpoint layout (trainer/checkpoint/layout.py): `step-<12 digits>/<file>`,
-# with `manifest.json` written last, once every file it lists is in place.
-STEP_DIR = re.compile(r"^step-(\d{12})$")
-MANIFEST = "manifest.json"
 MANIFEST_LIMIT = 4 * 1024 * 1024  # a manifest lists two files per rank: far below this
-# A plain file name: no separator, no leading dot (the trainer's in-flight temporary files).
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-@dataclass(frozen=True)
-class Entry:
-    size: int
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -42,41 +35,13 @@ class Download:
     chunks: Iterator[bytes]
 
 
-def _step_dir(step: int) -> str:
-    return f"step-{step:012d}"
-
-
-def _entry(name: object, entry: object) -> Entry:
-    if not isinstance(name, str) or not NAME.match(name) or name == MANIFEST:
-        raise ValueError(f"it lists {name!r}, which is not a plain file name")
-    if not isinstance(entry, dict):
-        raise ValueError(f"its entry for {name} is not an object")
-    size, sha256 = entry.get("size"), entry.get("sha256")
-    if type(size) is not int or size < 0:
-        raise ValueError(f"its size for {name} is not a whole number of bytes")
-    if not isinstance(sha256, str) or not SHA256.match(sha256):
-        raise ValueError(f"its sha256 for {name} is not 64 hex digits")
-    return Entry(size=size, sha256=sha256)
-
-
-def _parse(data: bytes) -> dict[str, Entry]:
-    try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):  # a manifest nested deep enough to exhaust the stack
-        raise ValueError("it is not JSON") from None
-    files = body.get("files") if isinstance(body, dict) else None
-    if not isinstance(files, dict):
-        raise ValueError("it has no `files` object")
-    return {name: _entry(name, entry) for name, entry in files.items()}
-
-
-def _manifest(store: ArtifactStore, step: int) -> dict[str, Entry]:
+def _manifest(store: ArtifactStore, step: int) -> dict[str, FileEntry]:
     """The step's manifest; ArtifactMissing when there is none, ArtifactRefused when it is not
     a small regular file holding a manifest."""
-    key = f"{_step_dir(step)}/{MANIFEST}"
+    key = manifest_key(step)
     data = store.read(key, limit=MANIFEST_LIMIT)
     try:
-        return _parse(data)
+        return listed_files(data)
     except ValueError as error:
         raise ArtifactRefused(f"{key} is not a manifest: {error}") from None
 
@@ -85,15 +50,15 @@ def _steps_with_manifest(files: dict[str, int]) -> list[int]:
     steps = []
     for key in files:
         directory, _, name = key.partition("/")
-        match = STEP_DIR.match(directory)
-        if match and name == MANIFEST:
-            steps.append(int(match.group(1)))
+        step = step_of(directory)
+        if step is not None and name == MANIFEST_FILE:
+            steps.append(step)
     return sorted(steps)
 
 
 def _complete(
     store: ArtifactStore, files: dict[str, int], step: int, job: Job
-) -> dict[str, Entry] | None:
+) -> dict[str, FileEntry] | None:
     """The manifest's entries when every file it lists is a regular file of the promised size."""
     try:
         entries = _manifest(store, step)
@@ -101,7 +66,7 @@ def _complete(
         log.warning("job %s: checkpoint %d left out: %s", job.id, step, error)
         return None
     for name, entry in entries.items():
-        size = files.get(f"{_step_dir(step)}/{name}")
+        size = files.get(f"{step_dir(step)}/{name}")
         if size != entry.size:
             found = "missing or not a regular file" if size is None else f"{size} bytes"
             log.warning(
@@ -145,7 +110,7 @@ def open_file(*, store: ArtifactStore, job: Job, step: int, name: str) -> Downlo
         entry = _manifest(store, step).get(name)
         if entry is None:
             raise ArtifactMissing(name)
-        chunks = store.open(f"{_step_dir(step)}/{name}", size=entry.size, sha256=entry.sha256)
+        chunks = store.open(f"{step_dir(step)}/{name}", size=entry.size, sha256=entry.sha256)
     except ArtifactMissing:
         raise NotFound(f"job {job.id} has no artifact {step}/{name}") from None
     except ArtifactRefused as refused:

@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlparse
+
+from gpujobs.checkpoints import S3Location, parse_uri
 
 CHUNK = 1024 * 1024
 
@@ -258,14 +259,13 @@ def _body_chunks(body: Any) -> Iterator[bytes]:
         body.close()
 
 
-def for_job(*, checkpoint_root: str, job_id: str, s3_endpoint_url: str) -> ArtifactStore:
-    """The job's prefix under the deployment's checkpoint root (as the launcher gave it)."""
-    root = checkpoint_root.rstrip("/") or "/"
-    parsed = urlparse(root)
-    if parsed.scheme == "s3":
+def for_prefix(*, checkpoint_uri: str, s3_endpoint_url: str) -> ArtifactStore:
+    """The job's prefix, as its launch gave it to the trainer (gpujobs.checkpoints). Locally,
+    the directory holding the prefix is the operator's and trusted; the prefix is the trainer's."""
+    location = parse_uri(checkpoint_uri)
+    if isinstance(location, S3Location):
         import boto3
 
         client = boto3.client("s3", endpoint_url=s3_endpoint_url or None)
-        return S3Artifacts(bucket=parsed.netloc, prefix=f"{parsed.path}/{job_id}", client=client)
-    local = Path(parsed.path if parsed.scheme == "file" else root)
-    return LocalArtifacts(root=local, job_id=job_id)
+        return S3Artifacts(bucket=location.bucket, prefix=location.prefix, client=client)
+    return LocalArtifacts(root=location.directory.parent, job_id=location.directory.name)

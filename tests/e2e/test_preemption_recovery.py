@@ -86,7 +86,7 @@ def test_a_preempted_ddp_job_resumes_to_the_same_weights(  # type: ignore[no-unt
     assert reference_run.returncode == 0, reference_run.stderr[-4000:]
     for key, value in stack.s3.env().items():
         monkeypatch.setenv(key, value)
-    ours = load_latest(f"s3://{stack.bucket}/{stack.database}/{job_id}")
+    ours = load_latest(stack.checkpoint_uri(job_id))
     theirs = load_latest(str(reference))
     assert ours is not None and theirs is not None
     assert ours.step == theirs.step == 2000

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from devstack.s3server import S3Server
+from gpujobs.checkpoints import step_dir
 from tests.trainer.trainer_runs import assert_same_weights, run_config, run_in_process
 from trainer.checkpoint import (
     Checkpointer,
@@ -19,7 +20,6 @@ from trainer.checkpoint import (
     load_latest,
     open_store,
 )
-from trainer.checkpoint.layout import step_dir
 from trainer.checkpoint.writer import SnapshotBuffers, serialize
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from gpujobs.checkpoints import step_dir
 from gpujobs.runtime import RunConfig
 from tests.trainer.trainer_runs import TrainerProcess, run_config, run_in_process
 from trainer.__main__ import EXIT_CONFIG
 from trainer.checkpoint import load_latest, open_store
-from trainer.checkpoint.layout import step_dir
 from trainer.config import ConfigError, computing_config, fingerprint
 from trainer.optimization import lr_factor
 

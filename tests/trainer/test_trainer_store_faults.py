@@ -15,10 +15,10 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError
 
 from devstack.s3server import S3Server
+from gpujobs.checkpoints import step_dir
 from tests.trainer.trainer_runs import run_config, run_in_process
 from trainer.checkpoint import Store, latest_complete_step, open_store
 from trainer.checkpoint import reader as checkpoint_reader
-from trainer.checkpoint.layout import step_dir
 from trainer.checkpoint.store import LocalStore, S3Store
 from trainer.loop import EXIT_STORE_UNAVAILABLE
 

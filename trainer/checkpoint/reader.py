@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 import torch
 
-from trainer.checkpoint.layout import (
+from gpujobs.checkpoints import (
     MANIFEST_FILE,
     SHARED_FILE,
     Manifest,
+    manifest_key,
     rank_file,
     step_dir,
     steps_in,
@@ -78,7 +79,7 @@ def manifest_steps(store: Store) -> list[int]:
 
 
 def read_manifest(store: Store, step: int) -> Manifest | None:
-    key = f"{step_dir(step)}/{MANIFEST_FILE}"
+    key = manifest_key(step)
     try:
         data = with_retries(key, lambda: store.get(key))
     except FileNotFoundError:

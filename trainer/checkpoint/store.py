@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlparse
+
+from gpujobs.checkpoints import LocalLocation, parse_uri
 
 MiB = 1024 * 1024
 TEMP_SUFFIX = ".tmp"
@@ -236,17 +237,11 @@ def s3_client(endpoint_url: str | None = None) -> Any:
 
 
 def open_store(uri: str, *, endpoint_url: str | None = None, create: bool = True) -> Store:
-    """`s3://bucket/prefix`, `file:///dir` or a plain directory path."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise ValueError(f"checkpoint URI {uri!r} has no bucket")
-        store = S3Store(parsed.netloc, parsed.path, s3_client(endpoint_url))
-        if create:
-            store.ensure_bucket()
-        return store
-    if parsed.scheme == "file":
-        return LocalStore(Path(parsed.path))
-    if parsed.scheme in ("", None) or len(parsed.scheme) == 1:  # a Windows drive letter
-        return LocalStore(Path(uri))
-    raise ValueError(f"checkpoint URI {uri!r}: use a directory, file:///dir or s3://bucket/prefix")
+    """`s3://bucket/prefix`, `file:///dir` or a plain directory path (gpujobs.checkpoints)."""
+    location = parse_uri(uri)
+    if isinstance(location, LocalLocation):
+        return LocalStore(location.directory)
+    store = S3Store(location.bucket, location.prefix, s3_client(endpoint_url))
+    if create:
+        store.ensure_bucket()
+    return store

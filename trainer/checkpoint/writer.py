@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoint.layout import (
+from gpujobs.checkpoints import (
     MANIFEST_FILE,
     SHARED_FILE,
     FileEntry,

@@ -34,9 +34,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from urllib.parse import urlparse
 
 from api.logs.reader import CHUNK_BYTES, LogChunk
+from gpujobs.checkpoints import LocalLocation, parse_uri
 from gpujobs.runtime import (
     ENV_RUN_CONFIG,
     ENV_TERMINATION_LOG,
@@ -502,12 +502,14 @@ class LocalLauncher:
 
 
 def local_checkpoint_dir(uri: str) -> Path | None:
-    """The directory of a local checkpoint URI (a path or file:///dir); None for S3."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    if parsed.scheme == "" and Path(uri).is_absolute():
-        return Path(uri)
+    """The directory of a local checkpoint URI (an absolute path or file:///dir); None for S3,
+    and for a URI the trainer refuses (it reports that itself)."""
+    try:
+        location = parse_uri(uri)
+    except ValueError:
+        return None
+    if isinstance(location, LocalLocation) and location.directory.is_absolute():
+        return location.directory
     return None
 
 
