@@ -165,6 +165,9 @@ class Job(Base):
     checkpoint_stall_s: Mapped[float | None] = mapped_column(Float, default=None)
     # What sets its trainer's rate on a given GPU (api.placement.throughput).
     throughput_key: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Its checkpoints' prefix (gpujobs.checkpoints), set at its first launch: every later
+    # attempt and the artifacts API use it, whatever the deployment's root has become since.
+    checkpoint_uri: Mapped[str | None] = mapped_column(Text, default=None)
 
     team: Mapped[Team] = relationship(lazy="joined")
 

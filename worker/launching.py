@@ -11,8 +11,8 @@ import logging
 
 from api.auth import issue_token
 from api.database import transaction
+from api.jobs import service as jobs
 from api.models import Job, JobAttempt
-from gpujobs.checkpoints import job_checkpoint_uri
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import JobSpec
 from worker import repository as repo
@@ -35,6 +35,8 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         token = issue_token(
             session, team_id=job.team_id, job_id=job.id, name=f"attempt {attempt.number}"
         )
+        if job.checkpoint_uri is None:  # its first launch: from now on its checkpoints stay here
+            job.checkpoint_uri = jobs.checkpoint_uri(job, settings=cp.settings)
         request = _request(cp, job=job, attempt=attempt, token=token)
     try:
         handle = cp.launcher.launch(request)
@@ -68,7 +70,7 @@ def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> 
         job_id=job.id,
         attempt_id=attempt.id,
         trainer=spec.trainer,
-        checkpoint_uri=job_checkpoint_uri(settings.checkpoint_root(), job.id),
+        checkpoint_uri=jobs.checkpoint_uri(job, settings=settings),
         checkpoint_every_seconds=attempt.checkpoint_every_seconds,
         s3_endpoint_url=settings.s3_endpoint_url or None,
         api_url=settings.api_url(),

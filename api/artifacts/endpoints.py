@@ -13,7 +13,7 @@ from api.artifacts import service, store
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.jobs import service as jobs
 from api.models import Job
-from gpujobs.checkpoints import FILE_NAME, job_checkpoint_uri
+from gpujobs.checkpoints import FILE_NAME
 from gpujobs.resources import Artifacts
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
@@ -22,7 +22,7 @@ FileName = Annotated[str, Path(pattern=FILE_NAME.pattern)]
 
 
 def _prefix(request: Request, job: Job) -> str:
-    return job_checkpoint_uri(request.app.state.settings.checkpoint_root(), job.id)
+    return jobs.checkpoint_uri(job, settings=request.app.state.settings)
 
 
 def _store(request: Request, prefix: str) -> store.ArtifactStore:

@@ -23,6 +23,7 @@ from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.trainer_keys import trainer_keys
 from api.settings import Settings
+from gpujobs.checkpoints import job_checkpoint_uri
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
@@ -171,6 +172,13 @@ def get(session: Session, *, principal: Principal, job_id: str) -> Job:
     if job is None or (principal.job_id is not None and principal.job_id != job.id):
         raise NotFound(f"job {job_id!r} not found")
     return job
+
+
+def checkpoint_uri(job: Job, *, settings: Settings) -> str:
+    """Where the job's checkpoints are: the prefix its first launch recorded, so a later change
+    of the deployment's root strands none of them; a job not launched yet, or first launched
+    before prefixes were recorded (migration 0010), under the current root."""
+    return job.checkpoint_uri or job_checkpoint_uri(settings.checkpoint_root(), job.id)
 
 
 def _resolve(session: Session, *, team_id: str | None, reference: str) -> Job | None:
