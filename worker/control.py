@@ -21,7 +21,7 @@ from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings
 from worker.launchers.base import Launcher
-from worker.launchers.spot_market import SpotMarket
+from worker.launchers.local.spot_market import SpotMarket
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,9 @@ def make_launcher(settings: Settings) -> Launcher:
 
 
 # Shipped with the package (public data, see its README) so a clone needs no reference data set.
-DEFAULT_TRACE = Path(__file__).parent / "launchers" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
+DEFAULT_TRACE = (
+    Path(__file__).parent / "launchers" / "local" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
+)
 
 
 def drain_on_shutdown(settings: Settings) -> list[str]:
@@ -106,7 +108,7 @@ def drain_on_shutdown(settings: Settings) -> list[str]:
 
 
 def make_market(settings: Settings) -> SpotMarket | None:
-    from worker.launchers.spot_market import (
+    from worker.launchers.local.spot_market import (
         SHIPPED_TRACE_START,
         RateMarket,
         TraceMarket,

@@ -32,7 +32,7 @@ from tests.dashboard.browser import CHROMIUM, Page, browser
 from tests.dashboard.test_dashboard import WEEK, seed_sweep
 from tests.sdk.server import LiveApi, live_api
 from tests.usage import ledger_seed as L
-from worker.launchers.local import _start_time
+from worker.launchers.local.processes import start_time
 
 if CHROMIUM is None and not os.environ.get("CI"):
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
@@ -152,7 +152,7 @@ def seed_console(api: LiveApi, sleeper: subprocess.Popen[bytes]) -> Console:
     directory = api.attempts_root / attempt_id
     directory.mkdir(parents=True)
     (directory / "launch.lock").touch()
-    pid = {"pid": sleeper.pid, "start": _start_time(sleeper.pid)}
+    pid = {"pid": sleeper.pid, "start": start_time(sleeper.pid)}
     (directory / "pid").write_text(json.dumps(pid))
     log = directory / "trainer.log"
     log.write_text("resuming from checkpoint step 1200\n" + FIRST_LOG)

@@ -24,7 +24,7 @@ from gpujobs.spec import CapacityType, TrainerSpec
 from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
-from worker.launchers.spot_market import RateMarket, TraceMarket
+from worker.launchers.local.spot_market import RateMarket, TraceMarket
 
 TINY = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "corpus_bytes": 50_000}
 TIMEOUT = 60.0
@@ -387,7 +387,8 @@ def test_trace_market_replays_its_ticks() -> None:
 KILLED_LAUNCH = """
 import os, signal, sys
 from pathlib import Path
-import worker.launchers.local as local
+import worker.launchers.local.launcher as local
+import worker.launchers.local.processes as processes
 from tests.worker.test_local_launcher import STEPS, request
 
 tmp, root, where, trainer_python = sys.argv[1:]
@@ -396,7 +397,7 @@ def die(*args, **kwargs):
 if where == "before the trainer starts":
     local.subprocess.Popen = die
 else:
-    local._record_pid = die
+    processes.record_pid = die
 launcher = local.LocalLauncher(root=Path(root), trainer_python=trainer_python)
 launcher.launch(request(Path(tmp), "attempt-killed", steps=STEPS))
 """

@@ -9,7 +9,7 @@ import pytest
 
 from api.settings import Settings
 from worker.control import DEFAULT_TRACE, make_market
-from worker.launchers.spot_market import TraceMarket
+from worker.launchers.local.spot_market import TraceMarket
 
 
 def test_the_trace_market_replays_the_shipped_trace_by_default(tmp_path: Path) -> None:
