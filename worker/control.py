@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,8 +19,8 @@ from api.placement.snapshot import Reservation
 from api.pricing.catalog import Catalog, default_catalog
 from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings
-from worker.launchers.base import Launcher
-from worker.launchers.local.spot_market import SpotMarket
+from worker.launchers import registry
+from worker.launchers.base import Launcher, drains
 
 logger = logging.getLogger(__name__)
 
@@ -51,86 +50,18 @@ class ControlPlane:
     reservations: ReservationsQuery = _no_reservations
 
 
-def make_launcher(settings: Settings) -> Launcher:
-    if settings.launcher == "kubernetes":
-        from worker.launchers.kubernetes import KubernetesLauncher
-
-        return KubernetesLauncher.from_settings(settings)
-    from worker.launchers.environment import S3Credentials
-    from worker.launchers.identity import UidRange
-    from worker.launchers.local import LocalLauncher
-    from worker.launchers.runtime import trainer_runtime
-
-    s3 = None
-    if settings.trainer_s3_access_key_id:
-        s3 = S3Credentials(
-            access_key_id=settings.trainer_s3_access_key_id,
-            secret_access_key=settings.trainer_s3_secret_access_key,
-            region=settings.trainer_s3_region,
-        )
-    trainers = settings.make_trainer_home()
-    runtime = trainer_runtime(
-        trainers / "runtime",
-        python=settings.trainer_python,
-        python_path=settings.trainer_python_path,
-    )
-    return LocalLauncher(
-        root=trainers / "attempts",
-        market=make_market(settings),
-        notice_s=settings.spot_notice_s,
-        trainer_python=runtime.python,
-        python_path=runtime.python_path,
-        s3=s3,
-        uids=UidRange(first=settings.trainer_uid_first, count=settings.trainer_uid_count),
-    )
-
-
-# Shipped with the package (public data, see its README) so a clone needs no reference data set.
-DEFAULT_TRACE = (
-    Path(__file__).parent / "launchers" / "local" / "traces" / "aws-us-east-1a-p3.2xlarge.json"
-)
-
-
 def drain_on_shutdown(settings: Settings) -> list[str]:
     """The worker is stopping and its trainers die with it (GPUJOBS_DRAIN_ON_SHUTDOWN, set in
     containers): stop them as a spot notice would, so they checkpoint and resume later."""
-    if not settings.drain_on_shutdown or settings.launcher != "local":
+    build = registry.plugin(settings.launcher).build_to_drain
+    launcher = None if build is None else build(settings)
+    drainer = None if launcher is None else drains(launcher)
+    if drainer is None:
         return []
-    from worker.launchers.local import LocalLauncher
-
-    launcher = LocalLauncher(
-        root=settings.trainer_home_dir() / "attempts", notice_s=settings.spot_notice_s
-    )
-    drained = launcher.drain()
+    drained = drainer.drain()
     if drained:
         logger.warning("stopped %d trainer(s) to resume later: %s", len(drained), drained)
     return drained
-
-
-def make_market(settings: Settings) -> SpotMarket | None:
-    from worker.launchers.local.spot_market import (
-        SHIPPED_TRACE_START,
-        RateMarket,
-        TraceMarket,
-        market_origin,
-    )
-
-    if settings.spot_market == "trace":
-        start = settings.spot_trace_start
-        if start is None:
-            start = 0 if settings.spot_trace else SHIPPED_TRACE_START
-        return TraceMarket.from_file(
-            Path(settings.spot_trace) if settings.spot_trace else DEFAULT_TRACE,
-            time_scale=settings.spot_trace_time_scale,
-            t0=market_origin(settings.home),
-            start=start,
-        )
-    if settings.spot_market == "rate":
-        return RateMarket(
-            rate_per_hour=settings.spot_preemption_rate_per_hour,
-            time_scale=settings.spot_trace_time_scale,
-        )
-    return None
 
 
 def build_control_plane(
@@ -139,7 +70,7 @@ def build_control_plane(
     return ControlPlane(
         settings=settings,
         factory=factory or make_session_factory(make_engine(settings)),
-        launcher=make_launcher(settings),
+        launcher=registry.make_launcher(settings),
         budgets=team_budgets,
         reservations=reservation_pools,
     )

@@ -1,9 +1,10 @@
 """The launcher's logs as the API reads them (api.logs.reader), for the composition roots
 (worker.api_app, worker.standalone, tests).
 
-The local launcher reads its log files from an offset, a bounded chunk at a time. A launcher
-that can only stream a log from its start (Kubernetes: the pod log API has no byte offset) is
-read as a stream, a bounded chunk at a time too, skipping what comes before the offset.
+A launcher that reads its logs from an offset (Capability.LOG_OFFSET: the local launcher's
+files) is read so, a bounded chunk at a time. A launcher that can only stream a log from its
+start (Kubernetes: the pod log API has no byte offset) is read as a stream, a bounded chunk at a
+time too, skipping what comes before the offset.
 
 The launcher is built on the first log read, not at import: an API configured for Kubernetes
 must start, and serve everything but logs, where no kubeconfig or in-cluster config is at hand.
@@ -17,16 +18,16 @@ from collections.abc import Iterator
 
 from api.logs.reader import CHUNK_BYTES, LogChunk, LogReader
 from api.settings import Settings, get_settings
-from worker.control import make_launcher
-from worker.launchers.base import Launcher
-from worker.launchers.local import LocalLauncher
+from worker.launchers.base import Launcher, offset_logs
+from worker.launchers.registry import make_launcher
 
 logger = logging.getLogger(__name__)
 
 
 def log_reader(launcher: Launcher) -> LogReader:
-    if isinstance(launcher, LocalLauncher):
-        return launcher.read_log
+    reads = offset_logs(launcher)
+    if reads is not None:
+        return reads.read_log
     return _StreamedLogs(launcher)
 
 

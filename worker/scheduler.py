@@ -26,6 +26,7 @@ from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker import snapshot as snapshots
 from worker.control import ControlPlane
+from worker.launchers.base import spot_probe
 from worker.launching import launch_attempt, stop_attempt
 
 log = logging.getLogger(__name__)
@@ -127,8 +128,8 @@ def _decide_and_apply(
 
 
 def _spot_available(cp: ControlPlane) -> bool | None:
-    probe = getattr(cp.launcher, "spot_available", None)
-    return probe() if probe is not None else None
+    probe = spot_probe(cp.launcher)
+    return probe.spot_available() if probe is not None else None
 
 
 def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: ScheduleResult) -> None:

@@ -20,7 +20,7 @@ from api.settings import Settings
 from gpujobs.spec import CapacityType, JobSpec
 from tests.conftest import make_team
 from worker.control import ControlPlane
-from worker.launchers.base import LaunchRequest, Observation, ObservedState
+from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
 
 
 def a_placement(capacity: CapacityType = CapacityType.ON_DEMAND, *, nodes: int = 1) -> Placement:
@@ -59,6 +59,7 @@ class RecordingLauncher:
     """Records launches and cancels; status() answers what the test scripted per handle."""
 
     spot: bool | None = None
+    capabilities: frozenset[Capability] = frozenset({Capability.SPOT_AVAILABILITY})
     fail_launches: int = 0  # the first N launch() calls raise (a crash in the middle)
     launches: list[LaunchRequest] = field(default_factory=list)
     cancels: list[str] = field(default_factory=list)

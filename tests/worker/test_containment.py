@@ -29,9 +29,9 @@ from devstack.confinement import open_directory, trainer_python, trainer_python_
 from gpujobs.runtime import EXIT_CONFIG_ERROR, RunConfig
 from gpujobs.spec import TrainerSpec
 from tests.worker.support import a_placement
-from worker.control import make_launcher
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LocalLauncher
+from worker.launchers.registry import make_launcher
 from worker.standalone import write_credentials
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from api.settings import Settings
-from worker.control import DEFAULT_TRACE, make_market
-from worker.launchers.local.spot_market import TraceMarket
+from worker.launchers.local.configure import market_from_settings as make_market
+from worker.launchers.local.spot_market import DEFAULT_TRACE, TraceMarket
 
 
 def test_the_trace_market_replays_the_shipped_trace_by_default(tmp_path: Path) -> None:

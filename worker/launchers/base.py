@@ -2,6 +2,9 @@
 
 Launchers see plain values, never ORM objects, so a launch can be retried from any process.
 `launch` is idempotent per attempt: launching the same attempt twice finds the first one.
+
+What only some launchers can do, each declares in `capabilities`; callers ask for it by name
+(`drains`, `spot_probe`, `offset_logs`), which gives the launcher typed as able, or None.
 """
 
 from __future__ import annotations
@@ -9,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from api.logs.reader import LogChunk
 from api.pricing.offers import Placement
 from gpujobs.runtime import RunConfig
 
@@ -48,8 +52,18 @@ class LaunchRequest:
     env: dict[str, str] = field(default_factory=dict)
 
 
+class Capability(StrEnum):
+    """What a launcher may do besides the protocol's four calls."""
+
+    DRAIN = "drain"  # stops this machine's attempts as a spot notice would (Drains)
+    SPOT_AVAILABILITY = "spot_availability"  # tells whether spot is offered now (SpotProbe)
+    LOG_OFFSET = "log_offset"  # reads a log from a byte offset, a chunk at a time (OffsetLogs)
+    STANDBY = "standby"  # reserved: keeps capacity warm for the next attempt (none does yet)
+
+
 class Launcher(Protocol):
     name: str
+    capabilities: frozenset[Capability]
 
     def launch(self, request: LaunchRequest) -> str:
         """Start the attempt and return its handle; a second call returns the same handle."""
@@ -60,3 +74,58 @@ class Launcher(Protocol):
     def cancel(self, handle: str) -> None: ...
 
     def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]: ...
+
+
+@runtime_checkable
+class Drains(Protocol):
+    def drain(self, *, timeout_s: float | None = None) -> list[str]:
+        """The machine is going away: give every running attempt the preemption notice, wait
+        up to `timeout_s` for them to exit, then kill what is left. Returns their handles."""
+        ...
+
+
+@runtime_checkable
+class SpotProbe(Protocol):
+    def spot_available(self) -> bool | None:
+        """Whether spot capacity is offered now; None when the launcher cannot tell."""
+        ...
+
+
+@runtime_checkable
+class OffsetLogs(Protocol):
+    def read_log(self, handle: str, *, offset: int = 0) -> Iterator[LogChunk]:
+        """The log from byte `offset` (from the end when negative) to where it ends now, in
+        chunks of at most api.logs.reader.CHUNK_BYTES."""
+        ...
+
+
+class CapabilityMissing(TypeError):
+    """A launcher declares a capability it does not implement."""
+
+
+def drains(launcher: Launcher) -> Drains | None:
+    if Capability.DRAIN not in launcher.capabilities:
+        return None
+    if not isinstance(launcher, Drains):
+        raise CapabilityMissing(f"the {launcher.name} launcher declares drain but has no drain()")
+    return launcher
+
+
+def spot_probe(launcher: Launcher) -> SpotProbe | None:
+    if Capability.SPOT_AVAILABILITY not in launcher.capabilities:
+        return None
+    if not isinstance(launcher, SpotProbe):
+        raise CapabilityMissing(
+            f"the {launcher.name} launcher declares spot availability but has no spot_available()"
+        )
+    return launcher
+
+
+def offset_logs(launcher: Launcher) -> OffsetLogs | None:
+    if Capability.LOG_OFFSET not in launcher.capabilities:
+        return None
+    if not isinstance(launcher, OffsetLogs):
+        raise CapabilityMissing(
+            f"the {launcher.name} launcher declares log offsets but has no read_log()"
+        )
+    return launcher

@@ -12,7 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from worker.launchers.base import LaunchRequest, Observation, ObservedState
+from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
 from worker.launchers.kubernetes.config import KubernetesLauncherConfig
 from worker.launchers.kubernetes.manifests import (
     ATTEMPT_ID_LABEL,
@@ -71,6 +71,9 @@ def _is(exc: ApiException, status: int) -> bool:
 
 class KubernetesLauncher:
     name = "kubernetes"
+    # Spot comes and goes per node pool, which the cluster does not say ahead: no probe. Its
+    # pods die with their nodes, not with the worker: nothing to drain.
+    capabilities: frozenset[Capability] = frozenset()
 
     def __init__(
         self,

@@ -1,12 +1,13 @@
 """Local launcher: each attempt is a process group on this machine (see launcher.py).
 
-launcher.py   the Launcher: launch, status, cancel, drain, logs
-record.py     the attempt's record on disk, one directory per attempt
-lock.py       the launch lock: one launch per attempt
-processes.py  the attempt's process group, its signals, and its stray processes
-observe.py    how an attempt ended, and the trainer's output, read as hostile
+launcher.py     the Launcher: launch, status, cancel, drain, logs
+record.py       the attempt's record on disk, one directory per attempt
+lock.py         the launch lock: one launch per attempt
+processes.py    the attempt's process group, its signals, and its stray processes
+observe.py      how an attempt ended, and the trainer's output, read as hostile
 containment.py  who owns which directory: the trainer's uid and what it may write
 spot_market.py  the simulated spot market
+configure.py    the launcher as the settings describe it (worker/launchers/registry.py)
 """
 
 from worker.launchers.local.containment import UID_REGISTRY, local_checkpoint_dir

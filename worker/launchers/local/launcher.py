@@ -26,7 +26,7 @@ from pathlib import Path
 from api.logs.reader import LogChunk
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_TERMINATION_LOG
 from gpujobs.spec import CapacityType
-from worker.launchers.base import LaunchRequest, Observation, ObservedState
+from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
 from worker.launchers.environment import Host, S3Credentials, trainer_environment
 from worker.launchers.identity import UidRange
 from worker.launchers.local import containment, lock, observe, processes, record
@@ -37,6 +37,9 @@ PREFIX = "local:"
 
 class LocalLauncher:
     name = "local"
+    capabilities = frozenset(
+        {Capability.DRAIN, Capability.SPOT_AVAILABILITY, Capability.LOG_OFFSET}
+    )
 
     def __init__(
         self,
@@ -225,7 +228,7 @@ class LocalLauncher:
     def read_log(self, handle: str, *, offset: int = 0) -> Iterator[LogChunk]:
         """The attempt's log from byte `offset` (from the end when negative), in bounded chunks
         (observe.read_log)."""
-        return observe.read_log(self._dir(handle) / record.LOG, offset=offset)
+        yield from observe.read_log(self._dir(handle) / record.LOG, offset=offset)
 
     # Internals ---------------------------------------------------------------------------------
 

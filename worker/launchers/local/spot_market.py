@@ -43,6 +43,8 @@ def market_origin(state_dir: Path) -> float:
     raise RuntimeError(f"{path} stays empty")
 
 
+# Shipped with the package (public data, see its README) so a clone needs no reference data set.
+DEFAULT_TRACE = Path(__file__).parent / "traces" / "aws-us-east-1a-p3.2xlarge.json"
 # Where the replay of the shipped trace starts (worker/launchers/local/traces): spot for 16 ticks
 # (52 s of wall time at x60), gone for 3 (10 s), back for 49 (2 min 39 s). Its first ticks hold
 # no spot for 800 s; from here a job submitted within the first minute of `make run` is
