@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from types import MappingProxyType
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.launcher_settings import KubernetesLauncherSettings, LocalLauncherSettings
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, over_the_table
 from gpujobs.resources import Launcher
 from gpujobs.workloads import valid_prefix
 
-# A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
-_TAINT = re.compile(
-    r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[-A-Za-z0-9_.]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$"
+# The launchers' groups of settings: the field of Settings that holds each, and its model.
+LAUNCHER_GROUPS: Mapping[str, type[BaseSettings]] = MappingProxyType(
+    {"local": LocalLauncherSettings, "kubernetes": KubernetesLauncherSettings}
 )
 # Run as root from a private folder, trainers' directories live here (Settings.trainer_home_dir).
 TRAINER_HOMES = Path("/var/lib/gpujobs")
@@ -127,122 +129,32 @@ class Settings(BaseSettings):
     )
     checkpoint_uri: str = Field("", description="Checkpoint root; empty = `home`/checkpoints.")
     s3_endpoint_url: str = ""
-    trainer_image: str = "ghcr.io/gpujobs/trainer:latest"
-    # Local launcher's simulated spot market
-    spot_market: Literal["off", "rate", "trace"] = "off"
-    spot_preemption_rate_per_hour: float = Field(
-        0.0, description="rate market: preemptions per simulated hour of spot."
-    )
-    spot_trace: str = Field(
-        "",
-        description="trace market: a spot-traces JSON file to replay; empty = the one shipped "
-        "with the worker (AWS us-east-1a p3.2xlarge, Feb 2023).",
-    )
-    spot_trace_start: int | None = Field(
-        None,
-        ge=0,
-        description="trace market: the tick (index into the trace's data) the replay starts "
-        "at; empty = 0, or for the shipped trace 14695, where spot is offered for 52 s of wall "
-        "time at x60 and then taken back for 10 s: a preemption within a minute of start.",
-    )
-    spot_trace_time_scale: float = Field(
-        60.0, description="Simulated seconds per wall-clock second for the spot market."
-    )
-    spot_notice_s: float = Field(10.0, description="Preemption notice: SIGTERM, then SIGKILL.")
-    # Local launcher: what contains a trainer (docs/security.md)
-    trainer_python: str = Field(
-        "",
-        description="Interpreter that runs trainers; empty = the server's. Run as root, the "
-        "server starts trainers as unprivileged uids, which must be able to reach it.",
-    )
     trainer_home: Path | None = Field(
         None,
         description="Trainers' directories (attempts, local checkpoints, the runtime they run "
         "on); empty = `home`, unless the server is root and `home` lies in a folder other users "
         "cannot pass (a clone under /root): then /var/lib/gpujobs/<hash of home>.",
     )
-    trainer_python_path: str = Field(
-        "", description="PYTHONPATH of trainers: where operator-allowed workload modules live."
-    )
-    trainer_uid_first: int = Field(
-        200_000, description="Run as root, each job's trainers get their own uid from here."
-    )
-    trainer_uid_count: int = Field(100_000, description="How many trainer uids (one per job).")
-    trainer_s3_access_key_id: str = Field(
-        "", description="S3 keys for trainers (never the server's own): scope them to the prefix."
-    )
-    trainer_s3_secret_access_key: str = ""
-    trainer_s3_region: str = ""
-    drain_on_shutdown: bool = Field(
-        False,
-        description="Local launcher: a stopping worker stops its trainers (checkpoint, then "
-        "resume later) instead of leaving them running; for containers, whose processes die "
-        "with the worker.",
-    )
-    # Kubernetes launcher (worker/launchers/kubernetes; deploy/README.md per cloud)
-    k8s_namespace: str = "gpujobs"
-    k8s_instance_type_label: str = "node.kubernetes.io/instance-type"
-    k8s_capacity_profile: Literal["karpenter", "eks", "gke", "aks", "custom"] = Field(
-        "karpenter",
-        description="How nodes say spot or on-demand: Karpenter, EKS managed node groups, GKE, "
-        "AKS, or `custom` (k8s_capacity_type_label and _values).",
-    )
-    k8s_capacity_type_label: str = Field(
-        "", description="custom profile only: the node label carrying the capacity type."
-    )
-    k8s_capacity_type_values: dict[Literal["spot", "on_demand", "reserved"], str] = Field(
-        default_factory=dict,
-        description="custom profile only: that label's value per capacity type; default "
-        "Karpenter's (spot, on-demand, reserved).",
-    )
-    k8s_spot_taints: list[str] = Field(
-        default_factory=list,
-        description="Taints of spot nodes that spot attempts tolerate besides the profile's, "
-        "as key[=value]:Effect.",
-    )
-    k8s_termination_grace_s: int = Field(
-        0,
-        ge=0,
-        description="Seconds from the spot notice (SIGTERM) to SIGKILL; 0 = the profile's "
-        "(120 on AWS, 25 on GKE and AKS, whose notice is 30 s).",
-    )
-    k8s_unschedulable_timeout_s: float = 600.0
-    k8s_autoscaler_verdict: bool = Field(
-        True,
-        description="Give an unschedulable attempt up as soon as the cluster autoscaler says it "
-        "will add no node for it (NotTriggerScaleUp, FailedScaleUp on the pod), not only after "
-        "k8s_unschedulable_timeout_s. Turn off on fixed-size pools where a pod should queue "
-        "for a busy GPU.",
-    )
-    k8s_start_timeout_s: float = Field(
-        300.0,
-        gt=0,
-        description="A scheduled pod whose container has not started after this long "
-        "(ImagePullBackOff, CreateContainerConfigError, ...) ends the attempt; its Job is deleted.",
-    )
-    k8s_kueue_queue: str = ""
-    k8s_service_account: str = ""
-    k8s_image_pull_secrets: list[str] = Field(
-        default_factory=list, description="Secrets in k8s_namespace for pulling trainer images."
-    )
-    k8s_cpu_per_gpu: float = Field(
-        4.0, gt=0, description="Trainer pod CPU request per GPU (per pod for CPU-only attempts)."
-    )
-    k8s_memory_gib_per_gpu: float = Field(
-        16.0, gt=0, description="Trainer pod memory request per GPU, GiB."
-    )
-    k8s_trainer_qos: Literal["burstable", "guaranteed"] = Field(
-        "burstable",
-        description="guaranteed: limits equal requests, so the kubelet evicts the pod last.",
-    )
-    k8s_shm_size_gib: float = Field(8.0, gt=0, description="Size limit of the pod's /dev/shm.")
-    k8s_run_as_user: int = Field(10001, ge=1, description="The trainer image's non-root uid.")
-    k8s_trainer_s3_access_key_id: str = Field(
-        "",
-        description="Static S3 key for trainer pods only (not the control plane's); empty = "
-        "the pods get S3 access another way (IRSA, workload identity).",
-    )
-    k8s_trainer_s3_secret_access_key: str = ""
+    # Each launcher's own settings, under the same GPUJOBS_ names (api/launcher_settings.py);
+    # Settings(spot_market=...) puts a name of a group's in that group.
+    local: LocalLauncherSettings = Field(default_factory=LocalLauncherSettings)
+    kubernetes: KubernetesLauncherSettings = Field(default_factory=KubernetesLauncherSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _into_launcher_groups(cls, data: Any) -> Any:
+        """A launcher's setting given by its own name (Settings(spot_market="trace")) goes to
+        its launcher's group, read from the environment for the rest, as it always was."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for group, model in LAUNCHER_GROUPS.items():
+            given = {name: data.pop(name) for name in list(data) if name in model.model_fields}
+            if given:
+                if group in data:
+                    raise ValueError(f"{', '.join(given)}: given twice, by name and in {group}")
+                data[group] = model(**given)
+        return data
 
     @model_validator(mode="after")
     def _launcher_defaults(self) -> Settings:
@@ -265,25 +177,6 @@ class Settings(BaseSettings):
         # The models not named keep the table's figure: counted as fast as an A100, an L4 left
         # out would be priced at four times its speed. `{}` says every model is alike.
         return over_the_table(value) if value else {}
-
-    @model_validator(mode="after")
-    def _check_k8s_capacity(self) -> Settings:
-        custom = self.k8s_capacity_profile == "custom"
-        if custom and not self.k8s_capacity_type_label:
-            raise ValueError("k8s_capacity_type_label is required with k8s_capacity_profile=custom")
-        if not custom and (self.k8s_capacity_type_label or self.k8s_capacity_type_values):
-            raise ValueError(
-                "k8s_capacity_type_label and k8s_capacity_type_values apply to "
-                f"k8s_capacity_profile=custom only, not {self.k8s_capacity_profile!r}"
-            )
-        for taint in self.k8s_spot_taints:
-            if not _TAINT.match(taint):
-                raise ValueError(f"k8s_spot_taints: {taint!r} is not key[=value]:Effect")
-        if bool(self.k8s_trainer_s3_access_key_id) != bool(self.k8s_trainer_s3_secret_access_key):
-            raise ValueError(
-                "k8s_trainer_s3_access_key_id and k8s_trainer_s3_secret_access_key go together"
-            )
-        return self
 
     @field_validator("workload_module_prefixes")
     @classmethod
@@ -357,6 +250,15 @@ def _others_may_pass(path: Path) -> bool:
         if not mode & stat.S_IXOTH:
             return False
     return True
+
+
+def setting_names() -> list[str]:
+    """Every setting an operator can give, as GPUJOBS_<NAME> or Settings(name=...): the groups'
+    settings by their own names, not the groups'."""
+    names = [name for name in Settings.model_fields if name not in LAUNCHER_GROUPS]
+    for model in LAUNCHER_GROUPS.values():
+        names.extend(model.model_fields)
+    return names
 
 
 @lru_cache

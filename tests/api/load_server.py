@@ -55,8 +55,8 @@ def main() -> int:
     control = build_control_plane(settings, factory=factory)
     control.launcher = StandInLauncher(
         root=settings.make_home() / "attempts",
-        notice_s=settings.spot_notice_s,
-        trainer_python=settings.trainer_python or None,
+        notice_s=settings.local.spot_notice_s,
+        trainer_python=settings.local.trainer_python or None,
     )
     settings.home.mkdir(parents=True, exist_ok=True)
     passes = Path(settings.home) / "passes"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from api.launcher_settings import LocalLauncherSettings
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS
-from api.settings import Settings
+from api.settings import LAUNCHER_GROUPS, Settings, setting_names
 
 
 def test_a_restart_is_a_process_start_locally_and_a_node_on_kubernetes(
@@ -44,3 +45,32 @@ def test_gpu_speeds_are_the_table_on_kubernetes_and_alike_locally(
     monkeypatch.setenv("GPUJOBS_GPU_SPEEDS", '{"H100": 0}')
     with pytest.raises(ValueError, match="H100"):
         Settings(launcher="kubernetes")
+
+
+def test_launcher_settings_are_grouped_per_launcher_under_their_old_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUJOBS_SPOT_MARKET", "rate")
+    monkeypatch.setenv("GPUJOBS_SPOT_NOTICE_S", "3")
+    monkeypatch.setenv("GPUJOBS_K8S_NAMESPACE", "ml-jobs")
+    monkeypatch.setenv("GPUJOBS_TRAINER_IMAGE", "registry.local/trainer:1")
+    settings = Settings()
+    assert (settings.local.spot_market, settings.local.spot_notice_s) == ("rate", 3.0)
+    assert settings.kubernetes.k8s_namespace == "ml-jobs"
+    assert settings.kubernetes.trainer_image == "registry.local/trainer:1"
+    # Given by name, a setting goes to its group; the group's others still come from the env.
+    given = Settings(spot_market="trace", k8s_kueue_queue="gpu")
+    assert (given.local.spot_market, given.local.spot_notice_s) == ("trace", 3.0)
+    assert (given.kubernetes.k8s_kueue_queue, given.kubernetes.k8s_namespace) == ("gpu", "ml-jobs")
+    with pytest.raises(ValueError, match="spot_market"):
+        Settings(spot_market="auction")
+    with pytest.raises(ValueError, match="given twice"):
+        Settings(spot_market="trace", local=LocalLauncherSettings())
+
+
+def test_every_setting_keeps_one_name_of_its_own() -> None:
+    names = setting_names()
+    assert len(names) == len(set(names))
+    assert not set(LAUNCHER_GROUPS) & set(names)  # GPUJOBS_LOCAL is no setting
+    assert {"spot_market", "drain_on_shutdown", "k8s_namespace", "trainer_image"} <= set(names)
+    assert {"home", "launcher", "trainer_home", "local_max_ranks"} <= set(names)

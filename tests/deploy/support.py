@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import Settings
+from api.settings import Settings, setting_names
 
 REPO = Path(__file__).resolve().parents[2]
 ENV_PREFIX = "GPUJOBS_"
@@ -29,8 +29,8 @@ PROD_SETTINGS = frozenset(
 
 
 def settings_env_names() -> set[str]:
-    """Every env var Settings reads: GPUJOBS_<FIELD>."""
-    return {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    """Every env var Settings reads: GPUJOBS_<NAME>, the launchers' groups' included."""
+    return {ENV_PREFIX + name.upper() for name in setting_names()}
 
 
 def unknown_settings_keys(keys: Iterable[str]) -> set[str]:

@@ -184,11 +184,11 @@ def test_stopping_the_worker_drains_its_trainers(
 ) -> None:
     worker = resolved["services"]["worker"]
     settings = settings_from_env(monkeypatch, _env(worker))
-    assert settings.drain_on_shutdown
+    assert settings.local.drain_on_shutdown
     assert worker.get("init") is True, "an init reaps trainers orphaned by a pool restart"
     grace = worker["stop_grace_period"]
     seconds = int(grace[:-1]) * {"s": 1, "m": 60}[grace[-1]]
-    assert seconds > settings.spot_notice_s + 15, "the drain must finish before SIGKILL"
+    assert seconds > settings.local.spot_notice_s + 15, "the drain must finish before SIGKILL"
 
 
 def test_env_example_is_a_valid_env_file() -> None:

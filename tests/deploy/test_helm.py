@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
-from api.settings import Settings
+from api.settings import setting_names
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from tests.deploy.support import (
@@ -236,11 +236,11 @@ def test_configmap_keys_are_settings_fields(
     settings = settings_from_env(monkeypatch, data)  # the values parse, too
     assert settings.launcher == "kubernetes"
     expected_ns = values.get("jobs", {}).get("namespace") or NAMESPACE
-    assert settings.k8s_namespace == expected_ns
-    assert settings.k8s_kueue_queue == values.get("jobs", {}).get("kueueQueue", "")
+    assert settings.kubernetes.k8s_namespace == expected_ns
+    assert settings.kubernetes.k8s_kueue_queue == values.get("jobs", {}).get("kueueQueue", "")
     if values is FULL:
-        assert settings.trainer_image == "registry.example.com/gpujobs/trainer:1.2.3"
-        assert settings.k8s_service_account == "gpujobs-trainer"
+        assert settings.kubernetes.trainer_image == "registry.example.com/gpujobs/trainer:1.2.3"
+        assert settings.kubernetes.k8s_service_account == "gpujobs-trainer"
         assert settings.schedule_interval_s == 5
         assert settings.public_url == "https://gpujobs.example.com"
 
@@ -526,7 +526,7 @@ def test_values_schema_lists_every_other_settings_field() -> None:
         "k8s_trainer_s3_access_key_id",
         "k8s_trainer_s3_secret_access_key",
     }
-    expected = set(Settings.model_fields) - set_by_chart - secrets
+    expected = set(setting_names()) - set_by_chart - secrets
     assert allowed == expected, (
         "update extraSettings.propertyNames.enum in values.schema.json to match Settings: "
         f"add {sorted(expected - allowed)}, drop {sorted(allowed - expected)}"

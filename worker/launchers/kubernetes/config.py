@@ -172,10 +172,11 @@ def custom_profile(label: str, values: Mapping[CapacityType, str]) -> CapacityPr
 
 
 def profile_from_settings(settings: Settings) -> CapacityProfile:
-    if settings.k8s_capacity_profile == "custom":
-        values = {CapacityType(k): v for k, v in settings.k8s_capacity_type_values.items()}
-        return custom_profile(settings.k8s_capacity_type_label, values)
-    return PROFILES[settings.k8s_capacity_profile]
+    k8s = settings.kubernetes
+    if k8s.k8s_capacity_profile == "custom":
+        values = {CapacityType(k): v for k, v in k8s.k8s_capacity_type_values.items()}
+        return custom_profile(k8s.k8s_capacity_type_label, values)
+    return PROFILES[k8s.k8s_capacity_profile]
 
 
 # GPU node pools are usually tainted so that only pods asking for GPUs land there.
@@ -257,31 +258,32 @@ class KubernetesLauncherConfig:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> KubernetesLauncherConfig:
         """The `k8s_*` settings; `overrides` fill in what `Settings` does not carry (yet)."""
+        k8s = settings.kubernetes
         keys = None
-        if settings.k8s_trainer_s3_access_key_id:
+        if k8s.k8s_trainer_s3_access_key_id:
             keys = TrainerS3Keys(
-                settings.k8s_trainer_s3_access_key_id, settings.k8s_trainer_s3_secret_access_key
+                k8s.k8s_trainer_s3_access_key_id, k8s.k8s_trainer_s3_secret_access_key
             )
         values: dict[str, Any] = {
-            "namespace": settings.k8s_namespace,
-            "default_image": settings.trainer_image,
-            "instance_type_label": settings.k8s_instance_type_label,
+            "namespace": k8s.k8s_namespace,
+            "default_image": k8s.trainer_image,
+            "instance_type_label": k8s.k8s_instance_type_label,
             "capacity_profile": profile_from_settings(settings),
-            "spot_tolerations": tuple(Toleration.of_taint(t) for t in settings.k8s_spot_taints),
-            "termination_grace_s": settings.k8s_termination_grace_s or None,
-            "unschedulable_timeout_s": settings.k8s_unschedulable_timeout_s,
-            "autoscaler_verdict": settings.k8s_autoscaler_verdict,
-            "start_timeout_s": settings.k8s_start_timeout_s,
-            "kueue_queue": settings.k8s_kueue_queue or None,
-            "service_account": settings.k8s_service_account or None,
-            "image_pull_secrets": tuple(settings.k8s_image_pull_secrets),
+            "spot_tolerations": tuple(Toleration.of_taint(t) for t in k8s.k8s_spot_taints),
+            "termination_grace_s": k8s.k8s_termination_grace_s or None,
+            "unschedulable_timeout_s": k8s.k8s_unschedulable_timeout_s,
+            "autoscaler_verdict": k8s.k8s_autoscaler_verdict,
+            "start_timeout_s": k8s.k8s_start_timeout_s,
+            "kueue_queue": k8s.k8s_kueue_queue or None,
+            "service_account": k8s.k8s_service_account or None,
+            "image_pull_secrets": tuple(k8s.k8s_image_pull_secrets),
             "resources": TrainerResources(
-                cpu_per_gpu=settings.k8s_cpu_per_gpu,
-                memory_gib_per_gpu=settings.k8s_memory_gib_per_gpu,
-                guaranteed=settings.k8s_trainer_qos == "guaranteed",
-                shm_size_gib=settings.k8s_shm_size_gib,
+                cpu_per_gpu=k8s.k8s_cpu_per_gpu,
+                memory_gib_per_gpu=k8s.k8s_memory_gib_per_gpu,
+                guaranteed=k8s.k8s_trainer_qos == "guaranteed",
+                shm_size_gib=k8s.k8s_shm_size_gib,
             ),
-            "run_as_user": settings.k8s_run_as_user,
+            "run_as_user": k8s.k8s_run_as_user,
             "trainer_s3_keys": keys,
             # Only an explicit public URL is useful in-cluster: the host:port fallback is the
             # API's own bind address.
