@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from api.jobs import repository as jobs
 from api.models import Job, JobAttempt
-from api.placement import repository as placement_repository
-from api.placement.throughput import several_models
 from gpujobs.resources import JobStatus
 
 
@@ -98,54 +94,3 @@ def release_claims(session: Session, *, token: str) -> None:
         .values(lock_token=None, lock_expires_at=None)
         .execution_options(synchronize_session=False)
     )
-
-
-def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict[str, list[str]]:
-    """Per job: the spot offers (keys) whose attempts were preempted with no checkpoint since
-    they began (the job's resume step is still where the attempt started)."""
-    if not job_ids:
-        return {}
-    attempts = session.scalars(
-        select(JobAttempt)
-        .join(Job, Job.id == JobAttempt.job_id)
-        .where(
-            JobAttempt.job_id.in_(job_ids),
-            JobAttempt.end_reason == "preempted",
-            JobAttempt.capacity_type == "spot",
-            func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
-        )
-        .order_by(JobAttempt.number)
-    )
-    found: dict[str, list[str]] = {}
-    for attempt in attempts:
-        found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
-    return found
-
-
-def learned_checkpoint_costs(session: Session, jobs: Iterable[Job]) -> dict[str, float]:
-    """Per job id: the checkpoint cost its team's earlier job of the same trainer measured, for
-    the jobs whose trainer has not measured its own yet."""
-    keys = {
-        job.id: (job.team_id, job.checkpoint_key)
-        for job in jobs
-        if job.checkpoint_key and job.checkpoint_stall_s is None
-    }
-    costs = placement_repository.learned_checkpoint_costs(session, keys=keys.values())
-    return {job_id: costs[key] for job_id, key in keys.items() if key in costs}
-
-
-def learned_gpu_rates(session: Session, jobs: Iterable[Job]) -> dict[str, dict[str, float]]:
-    """Per job id: the rate its team's attempts of the same trainer measured on each GPU model
-    (api.placement.throughput), for the jobs that may run on more than one model."""
-    keys = {
-        job.id: (job.team_id, job.throughput_key)
-        for job in jobs
-        if job.throughput_key and several_models(_gpu_models(job.spec))
-    }
-    rates = placement_repository.learned_gpu_rates(session, keys=keys.values())
-    return {job_id: rates[key] for job_id, key in keys.items() if key in rates}
-
-
-def _gpu_models(spec: Mapping[str, Any]) -> object:
-    resources = spec.get("resources") if isinstance(spec, Mapping) else None
-    return resources.get("gpu_models") if isinstance(resources, Mapping) else None

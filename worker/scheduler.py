@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -20,11 +20,8 @@ from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.snapshot import JobState
-from api.pricing.gpu_speed import normalized
 from gpujobs.resources import JobStatus
 from worker import repository as repo
-from worker import snapshot as snapshots
 from worker.control import ControlPlane
 from worker.launchers.base import spot_probe
 from worker.launching import launch_attempt, stop_attempt
@@ -71,51 +68,26 @@ def _decide_and_apply(
     cp: ControlPlane, *, ids: list[str], token: str, now: datetime, result: ScheduleResult
 ) -> None:
     with read_session(cp.factory) as session:
-        claimed = repo.jobs_by_ids(session, ids=ids)
-        open_rows = repo.open_attempts(session, job_status=JobStatus.RUNNING)
-        rows = [*claimed, *(j for j, _ in open_rows)]
-        learned = repo.learned_checkpoint_costs(session, rows)
-        speeds = normalized(cp.settings.gpu_speeds)
-        rates = repo.learned_gpu_rates(session, rows) if speeds else {}
-
-        def state(job: Job, attempt: JobAttempt | None = None) -> JobState:
-            return snapshots.job_state(
-                job,
-                attempt,
-                learned_checkpoint_cost=learned.get(job.id),
-                speeds=speeds,
-                measured_rates=rates.get(job.id),
-            )
-
-        pending = []
-        for job in claimed:
-            try:
-                pending.append(state(job))
-            except Exception:  # one unreadable job must not stop scheduling for everyone
-                log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
-        strikes = repo.preempted_before_checkpoint(session, job_ids=[j.id for j in pending])
-        pending = [
-            replace(j, avoid=frozenset(strikes[j.id]), spot_strikes=len(strikes[j.id]))
-            if j.id in strikes
-            else j
-            for j in pending
-        ]
-        running = [state(j, a) for j, a in open_rows]
-        if not pending and not running:
+        calibration = world.calibration(cp.settings)
+        jobs = world.job_states(
+            session,
+            pending=repo.jobs_by_ids(session, ids=ids),
+            running=repo.open_attempts(session, job_status=JobStatus.RUNNING),
+            speeds=calibration.gpu_speeds,
+        )
+        if not jobs:
             return
-        teams = sorted({job.team for job in [*pending, *running]})
+        teams = sorted({job.team for job in jobs})
         snapshot = world.snapshot(
             session,
             now=now,
-            jobs=[*pending, *running],
+            jobs=jobs,
             catalog=cp.catalog,
             priors=cp.priors,
             reservations=cp.reservations(session, now),
             budgets=cp.budgets(session, teams, now),
             spot_available=_spot_available(cp),
-            restart_hours=cp.settings.restart_hours,
-            step_hours=cp.settings.schedule_interval_s / 3600.0,
-            gpu_speeds=speeds,
+            calibration=calibration,
         )
     started = time.perf_counter()
     decisions = decide(snapshot)

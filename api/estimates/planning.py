@@ -14,13 +14,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import InvalidRequest
 from api.placement import Estimate, JobState, Snapshot, estimate, world
-from api.placement.checkpoints import checkpoint_cost
-from api.placement.repository import learned_checkpoint_costs, learned_gpu_rates
-from api.placement.snapshot import prospective
-from api.placement.throughput import learned_speeds, several_models
-from api.placement.trainer_keys import trainer_keys
 from api.pricing.catalog import Catalog
-from api.pricing.gpu_speed import normalized
 from api.pricing.preemption import Priors
 from api.settings import Settings
 from gpujobs.resources import FieldError
@@ -63,22 +57,17 @@ def read(
 ) -> Weighing:
     """Every read that weighing the spec needs; a spec without `estimated_hours` is a 422."""
     require_estimate(spec)
-    keys = trainer_keys(spec)
-    key = (team_id, keys.checkpoint_key)
-    learned = learned_checkpoint_costs(session, keys=[key]).get(key)
-    speeds = normalized(settings.gpu_speeds)
-    rates = None
-    if speeds and several_models(spec.resources.gpu_models):
-        fast = (team_id, keys.throughput_key)
-        rates = learned_gpu_rates(session, keys=[fast]).get(fast)
-    job = prospective(
-        spec,
-        team=team_id,
+    calibration = world.calibration(settings)
+    job = world.prospective(
+        session,
+        spec=spec,
+        team_id=team_id,
         team_name=team_name,
         now=now,
-        checkpoint_cost_seconds=checkpoint_cost(None, learned),  # nothing measured of its own
-        gpu_speeds=learned_speeds(speeds, rates) if rates else None,
+        speeds=calibration.gpu_speeds,
     )
+    # The spec alone: the other jobs' claims on reservations and budget are already in the
+    # database (reservations in use, holds), and their own decisions are not the estimate's.
     snapshot = world.snapshot(
         session,
         now=now,
@@ -86,9 +75,7 @@ def read(
         catalog=catalog,
         priors=priors,
         budgets={team_id: remaining_budget},
-        restart_hours=settings.restart_hours,
-        step_hours=settings.schedule_interval_s / 3600.0,
-        gpu_speeds=speeds,
+        calibration=calibration,
     )
     return Weighing(job=job, snapshot=snapshot)
 

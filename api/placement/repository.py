@@ -1,12 +1,13 @@
 """Queries placement needs that no other repository answers: what the service observed of spot,
-and what a team's earlier jobs measured of their checkpoints and of their speed on each GPU."""
+which spot offers preempted a job before its first checkpoint, and what a team's earlier jobs
+measured of their checkpoints and of their speed on each GPU."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt
@@ -92,4 +93,26 @@ def learned_gpu_rates(
                 rates.setdefault(model.lower(), float(rate))
         if rates:
             found[(team_id, key)] = rates
+    return found
+
+
+def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict[str, list[str]]:
+    """Per job: the spot offers (keys) whose attempts were preempted with no checkpoint since
+    they began (the job's resume step is still where the attempt started)."""
+    if not job_ids:
+        return {}
+    attempts = session.scalars(
+        select(JobAttempt)
+        .join(Job, Job.id == JobAttempt.job_id)
+        .where(
+            JobAttempt.job_id.in_(job_ids),
+            JobAttempt.end_reason == "preempted",
+            JobAttempt.capacity_type == "spot",
+            func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
+        )
+        .order_by(JobAttempt.number)
+    )
+    found: dict[str, list[str]] = {}
+    for attempt in attempts:
+        found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
     return found

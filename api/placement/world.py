@@ -1,24 +1,42 @@
 """The snapshot decide() sees, from the database: one builder for the scheduler, the estimate
-and admission, so that all three weigh the same learned rates, restart time, reservations,
-budgets and capacity known gone."""
+and admission, so that all three weigh the same jobs' measures (checkpoint cost, speeds), learned
+rates, restart and reaction time, reservations, budgets and capacity known gone.
+
+The scheduler gives it what only the worker knows: the jobs it claimed, and its launcher's spot
+market (`spot_available`). The estimate and admission weigh one spec alone (`jobs=[]`) and know
+no launcher: api cannot call the worker's probe, and the worker records none, so for them only
+capacity known gone from the database (no_capacity) stands for it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from api.catalog.repository import no_capacity
+from api.models import Job, JobAttempt
+from api.money import MICRO
 from api.placement import repository
+from api.placement import snapshot as snapshots
+from api.placement.checkpoints import checkpoint_cost
 from api.placement.learning import PoolHistory, pool_history
-from api.placement.snapshot import JobState, Reservation, Snapshot
+from api.placement.snapshot import Current, JobState, Reservation, Snapshot, step_seconds
+from api.placement.states import Calibration, Measured, remaining_hours
+from api.placement.throughput import several_models
+from api.placement.trainer_keys import trainer_keys
 from api.pricing.catalog import Catalog
-from api.pricing.gpu_speed import normalized
+from api.pricing.gpu_speed import Speeds, normalized
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from api.reservations import repository as reservation_rows
-from gpujobs.spec import CapacityType
+from api.settings import Settings
+from gpujobs.spec import CapacityType, JobSpec
+
+log = logging.getLogger(__name__)
 
 Unavailable = frozenset[tuple[str, str, CapacityType]]
 
@@ -102,9 +120,7 @@ def build(
     reservations: Sequence[Reservation],
     budgets: Mapping[str, float | None],
     spot_available: bool | None,
-    restart_hours: float,
-    step_hours: float,
-    gpu_speeds: Mapping[str, float] | None = None,
+    calibration: Calibration,
 ) -> Snapshot:
     regions = {offer.zone: offer.region for offer in catalog.offers}
     clouds = {offer.zone: offer.cloud for offer in catalog.offers}
@@ -117,9 +133,9 @@ def build(
         budgets=budgets,
         priors=priors,
         rates=learned_rates(histories, priors=priors, regions=regions, clouds=clouds),
-        restart_hours=restart_hours,
-        step_hours=step_hours,
-        gpu_speeds=normalized(gpu_speeds),
+        restart_hours=calibration.restart_hours,
+        step_hours=calibration.step_hours,
+        gpu_speeds=normalized(calibration.gpu_speeds),
     )
 
 
@@ -131,13 +147,12 @@ def snapshot(
     catalog: Catalog,
     priors: Priors,
     budgets: Mapping[str, float | None],
-    restart_hours: float,
-    step_hours: float,
+    calibration: Calibration,
     spot_available: bool | None = None,
     reservations: Sequence[Reservation] | None = None,
-    gpu_speeds: Mapping[str, float] | None = None,
 ) -> Snapshot:
-    """The scheduler's view of the world now, read from the database."""
+    """The scheduler's view of the world now, read from the database; `jobs` from job_states
+    (the scheduler) or prospective (a spec weighed before submit)."""
     return build(
         now=now,
         jobs=jobs,
@@ -148,7 +163,152 @@ def snapshot(
         reservations=with_usage(session, now=now) if reservations is None else reservations,
         budgets=budgets,
         spot_available=spot_available,
-        restart_hours=restart_hours,
-        step_hours=step_hours,
-        gpu_speeds=gpu_speeds,
+        calibration=calibration,
+    )
+
+
+def calibration(settings: Settings) -> Calibration:
+    """The settings decide() weighs, the same for the scheduler and the estimate."""
+    return Calibration(
+        restart_hours=settings.restart_hours,
+        step_hours=settings.schedule_interval_s / 3600.0,
+        gpu_speeds=normalized(settings.gpu_speeds),
+    )
+
+
+def _measured(
+    session: Session,
+    wanted: Mapping[str, tuple[str, str | None, str | None]],
+) -> dict[str, Measured]:
+    """Per name: what its team (id) measured under its checkpoint key and its throughput key;
+    a key of None is not read."""
+    costs = repository.learned_checkpoint_costs(
+        session, keys=[(team, key) for team, key, _ in wanted.values() if key]
+    )
+    rates = repository.learned_gpu_rates(
+        session, keys=[(team, key) for team, _, key in wanted.values() if key]
+    )
+    return {
+        name: Measured(
+            checkpoint_cost=costs.get((team, cost_key)) if cost_key else None,
+            rates=rates.get((team, rate_key)) if rate_key else None,
+        )
+        for name, (team, cost_key, rate_key) in wanted.items()
+    }
+
+
+def _gpu_models(spec: Mapping[str, Any]) -> object:
+    resources = spec.get("resources") if isinstance(spec, Mapping) else None
+    return resources.get("gpu_models") if isinstance(resources, Mapping) else None
+
+
+def measures(session: Session, jobs: Iterable[Job], *, speeds: Speeds) -> dict[str, Measured]:
+    """Per job id: its team's measures of its trainer, for the jobs whose own checkpoint has not
+    been measured yet (its cost), and that may run on more than one model under a speed table
+    (its rates)."""
+    wanted = {
+        job.id: (
+            job.team_id,
+            job.checkpoint_key if job.checkpoint_stall_s is None else None,
+            job.throughput_key if speeds and several_models(_gpu_models(job.spec)) else None,
+        )
+        for job in jobs
+    }
+    return _measured(session, wanted)
+
+
+def job_state(
+    job: Job, attempt: JobAttempt | None = None, *, measured: Measured, speeds: Speeds
+) -> JobState:
+    """decide()'s view of a job from its row (and its open attempt, when it runs); `speeds`:
+    the snapshot's table, replaced for this job by what its team measured when that changes it."""
+    spec = JobSpec.from_stored(job.spec)
+    # None unless the measures change the table: a job with its own speeds is ranked anew.
+    own = measured.speeds(speeds)
+    table = own or speeds
+    current = None
+    if attempt is not None:
+        placement = attempt.placement
+        current = Current(
+            offer_key=placement.offer_key,
+            capacity_type=placement.capacity_type,
+            started_at=attempt.started_at or attempt.created_at,
+            reservation_id=placement.reservation_id,
+        )
+    return JobState(
+        id=job.id,
+        team=job.team_id,
+        spec=spec,
+        submitted_at=job.created_at,
+        deadline_at=job.deadline_at,
+        remaining_hours=remaining_hours(
+            spec, progress=job.progress, resume_from_step=job.resume_from_step, speeds=table
+        ),
+        state="running" if attempt is not None else "pending",
+        current=current,
+        preemptions=job.preemptions,
+        restarts=job.restarts,
+        team_name=job.team.name if job.team is not None else None,
+        checkpoint_cost_seconds=checkpoint_cost(job.checkpoint_stall_s, measured.checkpoint_cost),
+        step_seconds=step_seconds(spec, job.progress, table),
+        quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
+        budget_held=job.holds_budget,
+        gpu_speeds=own,
+    )
+
+
+def job_states(
+    session: Session,
+    *,
+    pending: Sequence[Job],
+    running: Sequence[tuple[Job, JobAttempt]],
+    speeds: Speeds,
+) -> list[JobState]:
+    """The scheduler's jobs as decide() sees them, pending first: a pending job's spot offers
+    that preempted it before its first checkpoint are backed off. A job whose stored spec does
+    not load is left out (logged): one unreadable job must not stop scheduling for everyone."""
+    found = measures(session, [*pending, *(job for job, _ in running)], speeds=speeds)
+    waiting = []
+    for job in pending:
+        try:
+            waiting.append(job_state(job, measured=found[job.id], speeds=speeds))
+        except Exception:
+            log.exception("job %s cannot be scheduled: its stored spec does not load", job.id)
+    strikes = repository.preempted_before_checkpoint(session, job_ids=[j.id for j in waiting])
+    waiting = [
+        replace(j, avoid=frozenset(strikes[j.id]), spot_strikes=len(strikes[j.id]))
+        if j.id in strikes
+        else j
+        for j in waiting
+    ]
+    return [
+        *waiting,
+        *(
+            job_state(job, attempt, measured=found[job.id], speeds=speeds)
+            for job, attempt in running
+        ),
+    ]
+
+
+def prospective(
+    session: Session,
+    *,
+    spec: JobSpec,
+    team_id: str,
+    team_name: str | None,
+    now: datetime,
+    speeds: Speeds,
+) -> JobState:
+    """A spec about to be submitted as decide() would see it the moment it is, with its team's
+    measures of its trainer read as the scheduler will read them for the job."""
+    keys = trainer_keys(spec)
+    rate_key = keys.throughput_key if speeds and several_models(spec.resources.gpu_models) else None
+    measured = _measured(session, {"": (team_id, keys.checkpoint_key, rate_key)})[""]
+    return snapshots.prospective(
+        spec,
+        team=team_id,
+        team_name=team_name,
+        now=now,
+        checkpoint_cost_seconds=checkpoint_cost(None, measured.checkpoint_cost),
+        gpu_speeds=measured.speeds(speeds),
     )

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import read_session
 from api.placement import world as worlds
+from api.placement.states import Calibration
 from api.pricing.catalog import default_catalog
 from api.pricing.cost_model import RESTART_HOURS
 from api.pricing.preemption import PreemptionPrior, default_priors
@@ -44,8 +45,7 @@ def _learned(cp: ControlPlane, pool: tuple[str, str]) -> PreemptionPrior | None:
             catalog=cp.catalog,
             priors=default_priors(),
             budgets={},
-            restart_hours=RESTART_HOURS,
-            step_hours=1 / 60,
+            calibration=Calibration(restart_hours=RESTART_HOURS, step_hours=1 / 60),
         )
     return snap.rates.get(pool)
 

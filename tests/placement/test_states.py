@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from api.models import Job
 from api.placement.snapshot import step_seconds
+from api.placement.states import remaining_hours
 from api.pricing.gpu_speed import normalized
 from gpujobs.spec import JobSpec
-from worker.snapshot import remaining_hours
 
 
 def test_work_left_counts_the_samples_of_every_rank() -> None:
@@ -25,8 +24,8 @@ def test_work_left_counts_the_samples_of_every_rank() -> None:
     )
     # 8 ranks x 8 samples x 2 micro-batches = 128 samples a step; 1,280 samples/s = 10 steps/s
     progress = {"step": 430, "total_steps": 1000, "samples_per_s": 1280.0}
-    job = Job(progress=progress, resume_from_step=400)
-    assert remaining_hours(job, spec) == pytest.approx(600 / 10 / 3600)
+    left = remaining_hours(spec, progress=progress, resume_from_step=400)
+    assert left == pytest.approx(600 / 10 / 3600)
     assert step_seconds(spec, progress) == pytest.approx(0.1)
 
 
@@ -42,8 +41,9 @@ def test_a_rate_measured_on_one_gpu_is_work_in_hours_of_the_reference_gpu() -> N
         }
     )
     progress = {"step": 100, "total_steps": 1000, "samples_per_s": 100.0, "gpu_model": "H100"}
-    job = Job(progress=progress, resume_from_step=100)
     speeds = normalized({"A100": 1.0, "H100": 2.0})
-    assert remaining_hours(job, spec, speeds) == pytest.approx(2 * 900 / 10 / 3600)
+    left = remaining_hours(spec, progress=progress, resume_from_step=100, speeds=speeds)
+    assert left == pytest.approx(2 * 900 / 10 / 3600)
     assert step_seconds(spec, progress, speeds) == pytest.approx(0.2)
-    assert remaining_hours(job, spec, {}) == pytest.approx(900 / 10 / 3600)
+    as_measured = remaining_hours(spec, progress=progress, resume_from_step=100, speeds={})
+    assert as_measured == pytest.approx(900 / 10 / 3600)

@@ -1,0 +1,66 @@
+"""The pure half of decide()'s view of jobs (api.placement.world reads the rows): the service's
+settings that decide() weighs, what a team's earlier runs measured of a job's trainer, and the
+work a job has left. The scheduler, admission and the estimate all take them from here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.placement.snapshot import measured_pace, samples_per_step
+from api.placement.throughput import learned_speeds
+from api.pricing.gpu_speed import Speeds
+from gpujobs.spec import JobSpec
+
+# Used when a spec gives no estimate and the trainer has not yet reported a rate.
+DEFAULT_ESTIMATED_HOURS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The settings decide() weighs, read once for a snapshot (world.calibration)."""
+
+    restart_hours: float  # provisioning + restore delay of a new attempt
+    step_hours: float  # the scheduler's interval: decide()'s reaction time
+    gpu_speeds: Speeds = field(default_factory=dict)  # normalized; empty: every model alike
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What the team's earlier jobs of a job's trainer measured (api.placement.repository), for
+    what the job has not measured itself."""
+
+    checkpoint_cost: float | None = None  # seconds one checkpoint stalled
+    rates: Mapping[str, float] | None = None  # samples a second per lower-cased GPU model
+
+    def speeds(self, table: Speeds) -> Speeds | None:
+        """The job's own speeds from the rates; None: the table's stand for it."""
+        return learned_speeds(table, self.rates) if self.rates else None
+
+
+def remaining_hours(
+    spec: JobSpec,
+    *,
+    progress: Mapping[str, Any] | None,
+    resume_from_step: int | None,
+    speeds: Mapping[str, float] | None = None,
+) -> float:
+    """Work left, in hours on the spec's reference GPU (api.pricing.gpu_speed).
+
+    Counted from the last complete checkpoint (work after it is lost on a preemption). The
+    trainer's measured rate wins over the spec's estimate once it has reported one; it was
+    measured on the reporting attempt's GPU, so `speeds` converts it.
+    """
+    progress = progress or {}
+    total = progress.get("total_steps") or spec.trainer.steps
+    done = resume_from_step or 0
+    rate = progress.get("samples_per_s")
+    if total and rate and rate > 0:
+        steps_per_hour = rate / samples_per_step(spec) * 3600.0
+        hours = float((total - done) / steps_per_hour)
+        return max(0.0, hours * measured_pace(spec, progress, speeds or {}))
+    estimate = spec.estimated_hours or DEFAULT_ESTIMATED_HOURS
+    if total:
+        return estimate * max(0.0, 1.0 - done / total)
+    return estimate
