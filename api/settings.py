@@ -12,11 +12,18 @@ from types import MappingProxyType
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from api.launcher_settings import KubernetesLauncherSettings, LocalLauncherSettings
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, over_the_table
+from gpujobs.checkpoints import LocalLocation, parse_uri
 from gpujobs.resources import Launcher
 from gpujobs.workloads import valid_prefix
 
@@ -140,6 +147,20 @@ class Settings(BaseSettings):
     local: LocalLauncherSettings = Field(default_factory=LocalLauncherSettings)
     kubernetes: KubernetesLauncherSettings = Field(default_factory=KubernetesLauncherSettings)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # A group reads its members' own GPUJOBS_ names; GPUJOBS_LOCAL or GPUJOBS_KUBERNETES
+        # would otherwise be read as a whole group's JSON, overriding those names (or failing
+        # every process at start when it is not JSON). They are no settings: ignored.
+        return (init_settings, _WithoutGroups(settings_cls), dotenv_settings, file_secret_settings)
+
     @model_validator(mode="before")
     @classmethod
     def _into_launcher_groups(cls, data: Any) -> Any:
@@ -167,6 +188,21 @@ class Settings(BaseSettings):
             self.gpu_speeds = {}
             self.__pydantic_fields_set__.discard("gpu_speeds")
         return self
+
+    @field_validator("checkpoint_uri")
+    @classmethod
+    def _a_root_every_process_reads_alike(cls, value: str) -> str:
+        """Checked at start: a job records its prefix under this root at its first launch and
+        keeps it, so a root the trainers or the API cannot read would stay with those jobs."""
+        if not value:
+            return value
+        location = parse_uri(value)  # its ValueError names the URI and the forms it takes
+        if isinstance(location, LocalLocation) and not location.directory.is_absolute():
+            raise ValueError(
+                f"checkpoint URI {value!r}: a local root must be an absolute path (trainers "
+                "and the API run in other directories)"
+            )
+        return value
 
     @field_validator("gpu_speeds")
     @classmethod
@@ -259,6 +295,15 @@ def setting_names() -> list[str]:
     for model in LAUNCHER_GROUPS.values():
         names.extend(model.model_fields)
     return names
+
+
+class _WithoutGroups(EnvSettingsSource):
+    """The environment, less the launcher groups' own names."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        if field_name in LAUNCHER_GROUPS:
+            return None, field_name, False
+        return super().get_field_value(field, field_name)
 
 
 @lru_cache

@@ -74,3 +74,40 @@ def test_every_setting_keeps_one_name_of_its_own() -> None:
     assert not set(LAUNCHER_GROUPS) & set(names)  # GPUJOBS_LOCAL is no setting
     assert {"spot_market", "drain_on_shutdown", "k8s_namespace", "trainer_image"} <= set(names)
     assert {"home", "launcher", "trainer_home", "local_max_ranks"} <= set(names)
+
+
+def test_a_groups_name_in_the_environment_is_no_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read as a whole group's JSON it would override the members' own names, or (not JSON)
+    # stop every process at start.
+    monkeypatch.setenv("GPUJOBS_K8S_NAMESPACE", "from-its-name")
+    monkeypatch.setenv("GPUJOBS_KUBERNETES", '{"k8s_namespace": "from-the-group"}')
+    monkeypatch.setenv("GPUJOBS_LOCAL", "not json")
+    settings = Settings()
+    assert settings.kubernetes.k8s_namespace == "from-its-name"
+    assert settings.local.spot_market == "off"
+    assert Settings(k8s_kueue_queue="gpu").kubernetes.k8s_namespace == "from-its-name"
+
+
+@pytest.mark.parametrize(
+    ("root", "error"),
+    [
+        ("gs://bucket/ckpt", "use a directory, file:///dir or s3://bucket/prefix"),
+        ("s3://", "has no bucket"),
+        ("checkpoints", "must be an absolute path"),
+    ],
+)
+def test_a_checkpoint_root_no_trainer_could_use_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, root: str, error: str
+) -> None:
+    # A job keeps the prefix of its first launch: a bad root would stay with every such job.
+    monkeypatch.setenv("GPUJOBS_CHECKPOINT_URI", root)
+    with pytest.raises(ValueError, match=error):
+        Settings()
+
+
+@pytest.mark.parametrize("root", ["", "/srv/checkpoints", "file:///srv/ckpt", "s3://b/ckpt"])
+def test_the_checkpoint_roots_trainers_use_are_taken(
+    monkeypatch: pytest.MonkeyPatch, root: str
+) -> None:
+    monkeypatch.setenv("GPUJOBS_CHECKPOINT_URI", root)
+    assert Settings().checkpoint_uri == root
