@@ -38,6 +38,8 @@ def trainer_steps_per_second(trainer: dict[str, Any], *, scratch: Path, steps: i
         "job_id": "calibration",
         "checkpoint_uri": str(scratch / "checkpoints"),
         "trainer": {**trainer, "steps": steps, "checkpoint": {"every_steps": steps}},
+        # Figures every 50 ms, so even a fast machine's 200 steps give many to time between.
+        "progress_every_s": 0.05,
     }
     path = scratch / "calibration.json"
     path.write_text(json.dumps(config))
@@ -51,5 +53,8 @@ def trainer_steps_per_second(trainer: dict[str, Any], *, scratch: Path, steps: i
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     progress = [line for line in lines if "event" not in line and "step" in line]
-    first, last = progress[0], progress[-1]
-    return (last["step"] - first["step"]) / (last["time"] - first["time"])
+    # the last step's figures are sent again once its checkpoint is saved: time the first
+    first, last = progress[0], next(p for p in progress if p["step"] == progress[-1]["step"])
+    if last["step"] <= first["step"] or last["time"] <= first["time"]:
+        raise AssertionError(f"too few progress lines to time: {progress}")
+    return float(last["step"] - first["step"]) / (last["time"] - first["time"])
