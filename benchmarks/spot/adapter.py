@@ -120,12 +120,18 @@ class OursPolicy:
         return rates
 
     def __call__(self, v: View) -> str:
+        now = SIM_EPOCH + timedelta(hours=v.tick * self.setting.gap_hours)
+        self._observe(v, now)
+        action = self._decide(v, now)
+        self._record(v, action, now)
+        return action
+
+    def _decide(self, v: View, now: datetime) -> str:
+        """decide()'s answer for the job as the view shows it, as an action."""
         from api.placement import Current, JobState, Migrate, Place, Snapshot, decide
         from gpujobs.spec import CapacityType
 
         s, gap = self.setting, self.setting.gap_hours
-        now = SIM_EPOCH + timedelta(hours=v.tick * gap)
-        self._observe(v, now)
         current = None
         if v.current != IDLE:
             offer = self.offers[v.zone or 0]
@@ -175,6 +181,10 @@ class OursPolicy:
                 action = IDLE  # Defer
         elif current is None:
             raise RuntimeError("decide() returned nothing for a pending job")
+        return action
+
+    def _record(self, v: View, action: str, now: datetime) -> None:
+        """The answer's effect on what the service knows of its attempts."""
         kind, zone = parse(action)
         moves = kind != v.current or (kind == SPOT and zone != v.zone)
         if moves:
@@ -183,4 +193,3 @@ class OursPolicy:
                 self.asked = (zone or 0, now)
         if kind != IDLE and moves:
             self.started_tick = v.tick
-        return action

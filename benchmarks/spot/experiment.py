@@ -34,6 +34,7 @@ from benchmarks.spot.simulator import (
     replay,
     simulate,
 )
+from benchmarks.spot.standby import OursStandbyPolicy
 
 DEADLINE_HOURS = 48.0
 JOB_FRACTIONS = (0.6, 0.7, 0.8, 0.9)
@@ -50,8 +51,8 @@ SETTINGS: dict[str, tuple[float, float, float]] = {
     "spot_half_price": (OD_PRICE / 2, OD_PRICE, CHANGEOVER_HOURS),
     "changeover_0.5h": (SPOT_PRICE, OD_PRICE, 0.5),
 }
-POLICIES = ("on_demand", "greedy", "uniform_progress", "omniscient", "ours")
-ONLINE = ("on_demand", "greedy", "uniform_progress", "ours")
+POLICIES = ("on_demand", "greedy", "uniform_progress", "omniscient", "ours", "ours_standby")
+ONLINE = ("on_demand", "greedy", "uniform_progress", "ours", "ours_standby")
 
 
 def _policy(
@@ -60,6 +61,8 @@ def _policy(
     """The policy for a job submitted at tick `start`; ours with what the service saw before."""
     if name == "ours":
         return OursPolicy(names, setting, seen=_seen(available, start, setting))
+    if name == "ours_standby":
+        return OursStandbyPolicy(names, setting, seen=_seen(available, start, setting))
     return {
         "on_demand": on_demand_policy,
         "greedy": greedy_policy,
@@ -119,15 +122,22 @@ def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, o
     omni = omniscient_costs_zones(available, starts, setting)
     out["omniscient"] = {"cost": list(omni / od_cost), "miss": [0.0] * len(starts)}
     for name in ONLINE:
-        costs, misses, spot, waits = [], [], [], []
+        acc: dict[str, list[float]] = {}
         for st in starts:
             policy = _policy(name, names, setting, available, st)
             r = simulate(available, st, setting, policy, cadence)
-            costs.append(r.cost / od_cost)
-            misses.append(0.0 if r.met_deadline else 1.0)
-            spot.append(r.spot_ticks * setting.gap_hours)
-            waits.append(float(r.failed_attempts))
-        out[name] = {"cost": costs, "miss": misses, "spot_hours": spot, "failed_attempts": waits}
+            acc.setdefault("cost", []).append(r.cost / od_cost)
+            acc.setdefault("miss", []).append(0.0 if r.met_deadline else 1.0)
+            acc.setdefault("spot_hours", []).append(r.spot_ticks * setting.gap_hours)
+            acc.setdefault("failed_attempts", []).append(float(r.failed_attempts))
+            if name == "ours_standby":
+                acc.setdefault("standby_hours", []).append(r.standby_ticks * setting.gap_hours)
+                acc.setdefault("standby_cost", []).append(
+                    r.standby_ticks * setting.spot_tick_cost / od_cost
+                )
+                acc.setdefault("handovers", []).append(float(r.handovers))
+                acc.setdefault("standbys_lost", []).append(float(r.standbys_lost))
+        out[name] = acc
     return {
         "set": set_name if len(paths) == 1 else f"{set_name} {names[0].split('_')[0][:-1]}",
         "setting": setting_name,
@@ -221,6 +231,9 @@ def summarize(rows: list[dict[str, object]]) -> dict[str, object]:
         if "spot_hours" in acc:
             entry["mean_spot_hours"] = round(float(np.mean(acc["spot_hours"])), 3)
             entry["mean_failed_attempts"] = round(float(np.mean(acc["failed_attempts"])), 2)
+        for k in ("standby_hours", "standby_cost", "handovers", "standbys_lost"):
+            if k in acc:
+                entry[f"mean_{k}"] = round(float(np.mean(acc[k])), 4)
         cell = table.setdefault(setting, {}).setdefault(set_name, {})
         cell.setdefault(str(fraction), {})[policy] = entry
     summary = {name: _summary(cells) for name, cells in table.items()}
@@ -236,10 +249,19 @@ def _summary(sets: dict[str, dict[str, dict[str, dict[str, float]]]]) -> dict[st
         return float(np.mean([c[policy]["mean_cost_normalized"] for c in cells]))
 
     ours, up, omni = avg("ours"), avg("uniform_progress"), avg("omniscient")
-    worst = max(
-        c["ours"]["mean_cost_normalized"] / c["uniform_progress"]["mean_cost_normalized"] - 1.0
-        for c in cells
-    )
+
+    def worst_vs_up(policy: str) -> float:
+        return max(
+            c[policy]["mean_cost_normalized"] / c["uniform_progress"]["mean_cost_normalized"] - 1
+            for c in cells
+        )
+
+    worst = worst_vs_up("ours")
+    standby, worst_standby = avg("ours_standby"), worst_vs_up("ours_standby")
+
+    def mean_of(key: str) -> float:
+        return round(float(np.mean([c["ours_standby"][key] for c in cells])), 4)
+
     return {
         "cells": len(cells),
         "mean_cost_normalized": {p: round(avg(p), 5) for p in POLICIES},
@@ -249,6 +271,19 @@ def _summary(sets: dict[str, dict[str, dict[str, dict[str, float]]]]) -> dict[st
         "ours_worst_cell_vs_uniform_progress": round(worst, 5),
         "ours_deadline_misses": int(sum(c["ours"]["deadline_misses"] for c in cells)),
         "ours_never_above_uniform_progress": worst <= 0.0,
+        "ours_standby": {
+            "vs_uniform_progress": round(standby / up - 1.0, 5),
+            "vs_greedy": round(standby / avg("greedy") - 1.0, 5),
+            "vs_ours": round(standby / ours - 1.0, 5),
+            "gap_to_omniscient": round(standby / omni - 1.0, 5),
+            "worst_cell_vs_uniform_progress": round(worst_standby, 5),
+            "deadline_misses": int(sum(c["ours_standby"]["deadline_misses"] for c in cells)),
+            "never_above_uniform_progress": worst_standby <= 0.0,
+            "mean_standby_cost_normalized": mean_of("mean_standby_cost"),
+            "mean_standby_hours": mean_of("mean_standby_hours"),
+            "mean_handovers": mean_of("mean_handovers"),
+            "mean_standbys_lost": mean_of("mean_standbys_lost"),
+        },
     }
 
 

@@ -23,6 +23,22 @@ known out until the reconciler's no-capacity backoff has passed, and the policy 
 once. Retries come at the cadence production uses: the reconcile pass that sees the failure, the
 backoff, then the next scheduling pass (`Cadence.production()`, from api.settings). A preemption
 is seen (the instance is gone) but marks nothing, as in the reconciler: the next attempt finds out.
+
+Make-before-break (issue #25): while the job runs on on-demand, a policy may answer `standby`
+(`standby@z`): on-demand keeps training and a second attempt is held on spot beside it.
+- Holding none, the answer is a launch attempt on spot, observed and retried like any other
+  (nothing billed when refused, the zone known out for the cadence, the policy asked again at
+  once); on-demand is not stopped. It is the only way a job on on-demand learns of spot: no
+  availability is shown for free.
+- A standby with capacity is billed at the spot price every tick it is held, from the tick it got
+  capacity (a probe that found capacity costs at least that tick), while it goes through the
+  changeover (start the trainer, restore the latest checkpoint); on-demand is billed beside it.
+- Asked again with the standby ready (its changeover done), `standby` hands over: the running
+  attempt checkpoints and the standby loads that checkpoint, within one tick billed on both
+  (that tick's progress is made once); from the next tick the job runs on spot with no
+  changeover left. No step is lost and no changeover is spent without progress.
+- A standby whose zone is out at the start of a tick is preempted: it has cost only its own
+  ticks, and the job never left on-demand. Any answer other than `standby` stops it.
 """
 
 from __future__ import annotations
@@ -40,7 +56,8 @@ from api.pricing.cost_model import RESTART_HOURS
 SPOT = "spot"
 ON_DEMAND = "on_demand"
 IDLE = "idle"
-ACTIONS = (SPOT, ON_DEMAND, IDLE)
+STANDBY = "standby"  # stay on on-demand and hold a spot attempt beside it (make-before-break)
+ACTIONS = (SPOT, ON_DEMAND, IDLE, STANDBY)
 
 OD_PRICE = 3.06
 SPOT_PRICE = 0.9731
@@ -50,6 +67,10 @@ MAX_ATTEMPTS_PER_TICK = 64  # a policy that keeps asking for a zone it knows is 
 
 def spot_in(zone: int) -> str:
     return f"{SPOT}@{zone}"
+
+
+def standby_in(zone: int) -> str:
+    return f"{STANDBY}@{zone}"
 
 
 def parse(action: str) -> tuple[str, int | None]:
@@ -141,6 +162,8 @@ class View:
     setting: Setting
     zone: int | None = None  # the zone of the spot instance the job runs on
     zones_open: tuple[bool, ...] = (True,)  # per zone: not known out
+    standby_zone: int | None = None  # the zone of the standby held beside on-demand
+    standby_left: int = 0  # changeover ticks the standby still has to go through (0: ready)
 
 
 Policy = Callable[[View], str]
@@ -154,8 +177,12 @@ class Result:
     finish_tick: int
     met_deadline: bool
     actions: list[str] = field(default_factory=list)
-    attempts: int = 0  # spot launch attempts
+    attempts: int = 0  # spot launch attempts (standby attempts included)
     failed_attempts: int = 0
+    standby_attempts: int = 0
+    standby_ticks: int = 0  # ticks a standby was held, billed at the spot price (not spot_ticks)
+    handovers: int = 0
+    standbys_lost: int = 0  # preempted before their handover
 
 
 def simulate(
@@ -177,6 +204,8 @@ def simulate(
     next_try = [-math.inf] * zones  # seconds from the start: the zone is known out until then
     progress = changeover_left = tick = 0
     current, zone = IDLE, None
+    standby: int | None = None  # the standby's zone
+    standby_left = 0
     result = Result(0.0, 0, 0, 0, False)
     # A job that cannot finish within D + W ticks is a policy bug, not a slow run.
     while progress < s.work and tick < s.deadline + s.work + s.changeover + 1:
@@ -184,13 +213,40 @@ def simulate(
         end_s = (tick + 1) * gap_s
         if current == SPOT and not up[zone]:
             current, zone, changeover_left = IDLE, None, 0
+        if standby is not None and not up[standby]:
+            standby, standby_left = None, 0
+            result.standbys_lost += 1
+        handover = False
         for _ in range(MAX_ATTEMPTS_PER_TICK):
             open_ = tuple(t < end_s for t in next_try)
             view = View(
                 tick, progress, current, changeover_left, current == SPOT or any(open_), s,
-                zone, open_,
+                zone, open_, standby, standby_left,
             )  # fmt: skip
             kind, want = parse(policy(view))
+            if kind == STANDBY:
+                if current != ON_DEMAND:
+                    raise ValueError(f"policy held a standby at tick {tick} off on-demand")
+                if standby is not None and want in (None, standby):
+                    if standby_left == 0:  # ready: hand over within this tick
+                        current, zone, changeover_left = SPOT, standby, 0
+                        standby, handover = None, True
+                        result.handovers += 1
+                    break
+                if want is None:
+                    want = next((z for z in range(zones) if open_[z]), 0)
+                if not open_[want]:
+                    raise ValueError(f"policy held a standby in zone {want} at tick {tick}")
+                standby, standby_left = None, 0  # one standby at a time
+                result.attempts += 1
+                result.standby_attempts += 1
+                if up[want]:
+                    standby, standby_left = want, s.changeover
+                    break
+                result.failed_attempts += 1
+                next_try[want] = max(tick * gap_s, next_try[want]) + retry
+                continue
+            standby, standby_left = None, 0  # any other answer stops the standby
             if kind != SPOT:
                 break
             if current == SPOT and want in (None, zone):
@@ -213,8 +269,15 @@ def simulate(
         elif kind == ON_DEMAND:
             if current != ON_DEMAND:
                 current, zone, changeover_left = ON_DEMAND, None, s.changeover
-        elif kind != SPOT:
+        elif kind not in (SPOT, STANDBY):
             raise ValueError(f"unknown action {kind!r}")
+        if handover:  # the running attempt's last tick: checkpointing, billed beside spot
+            result.cost += s.od_tick_cost
+            result.od_ticks += 1
+        if standby is not None:
+            result.cost += s.spot_tick_cost
+            result.standby_ticks += 1
+            standby_left = max(0, standby_left - 1)
         if current == SPOT:
             result.cost += s.spot_tick_cost
             result.spot_ticks += 1
