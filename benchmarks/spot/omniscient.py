@@ -134,11 +134,16 @@ def omniscient_plan(available: np.ndarray, start: int, setting: Setting) -> tupl
 
 
 def omniscient_costs_zones(
-    available: np.ndarray, starts: Sequence[int], setting: Setting
+    available: np.ndarray, starts: Sequence[int], setting: Setting, *, standby: bool = False
 ) -> np.ndarray:
     """omniscient_costs over several zones known in advance (`available`: zones x ticks): spot in
     any zone, and any move (zone to zone, spot to on-demand and back) is a new instance whose
-    first d ticks make no progress. Needs d >= 1."""
+    first d ticks make no progress. Needs d >= 1.
+
+    With `standby`, also the simulator's make-before-break from on-demand to spot: a standby
+    started at tick t in a zone whose spot lasts through t + d is billed at the spot price for
+    its d changeover ticks and the handover tick, while on-demand makes d + 1 ticks of progress
+    beside it; at t + d + 1 the job runs on spot (the ceiling of the standby design)."""
     s = setting
     n, W, D, d = len(starts), s.work, s.deadline, s.changeover
     if d < 1:
@@ -156,7 +161,7 @@ def omniscient_costs_zones(
     idle[:, 0] = 0.0
     spot = np.full((Z, n, W + 1), inf)
     od = np.full((n, W + 1), inf)
-    ring = d + 1
+    ring = d + 2
     pend_spot = np.full((ring, Z, n, W + 1), inf)
     pend_od = np.full((ring, n, W + 1), inf)
     best = np.full(n, inf)
@@ -192,5 +197,14 @@ def omniscient_costs_zones(
                 start = np.where(can, src + d * cs, inf)
                 np.minimum(pend_spot[target, z], start, out=pend_spot[target, z])
             np.minimum(pend_od[target], np.minimum(idle, any_spot) + d * co, out=pend_od[target])
+        if standby and t + d + 1 <= D:
+            target, k = (t + d + 1) % ring, d + 1
+            handed = np.full((n, W + 1), inf)
+            handed[:, k:] = od[:, : W + 1 - k] + k * (co + cs)
+            for z in range(Z):
+                can = (run[z, :, t] >= k)[:, None]
+                np.minimum(
+                    pend_spot[target, z], np.where(can, handed, inf), out=pend_spot[target, z]
+                )
         idle, spot, od = nxt_idle, nxt_spot, nxt_od
     return best

@@ -109,3 +109,35 @@ def test_ours_hands_over_to_spot_that_returns_while_it_runs_on_demand() -> None:
     r = simulate(trace, 0, s, OursStandbyPolicy("us-east-1a_v100_1", s), Cadence(300.0))
     assert r.met_deadline and r.handovers >= 1 and r.standbys_lost == 0
     assert r.actions[-1] == SPOT
+
+
+def test_the_optimum_with_a_standby_finds_the_handover_and_is_a_lower_bound() -> None:
+    from benchmarks.spot.omniscient import omniscient_costs_zones
+
+    # spot back at tick 4 and no slack to wait for it: only a handover reaches it
+    s = setting(work=8, deadline=10, d=2)
+    trace = np.array([0, 0, 0, 0] + [1] * 10, dtype=bool)[None]
+    answers = [ON_DEMAND] * 4 + [STANDBY] * 3 + [SPOT] * 3
+    r = simulate(trace, 0, s, scripted(answers))
+    assert r.met_deadline and r.handovers == 1
+    assert r.cost == pytest.approx(7 * 3.0 + 6 * 1.0)
+    assert omniscient_costs_zones(trace, [0], s)[0] == pytest.approx(10 * 3.0)
+    assert omniscient_costs_zones(trace, [0], s, standby=True)[0] == pytest.approx(r.cost)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_optimum_with_a_standby_bounds_ours_with_one(seed: int) -> None:
+    from benchmarks.spot.omniscient import omniscient_costs_zones
+
+    rng = np.random.default_rng(seed)
+    trace = np.repeat(rng.random(40) < 0.55, rng.integers(1, 8, 40)).astype(bool)
+    trace = np.concatenate([trace, np.zeros(40, dtype=bool)])[None]
+    for work, deadline, d in ((10, 20, 2), (14, 18, 1), (6, 30, 3)):
+        s = setting(work, deadline, d)
+        starts = [0, 5, 11]
+        plain = omniscient_costs_zones(trace, starts, s)
+        best = omniscient_costs_zones(trace, starts, s, standby=True)
+        assert (best <= plain + 1e-9).all()
+        for i, start in enumerate(starts):
+            r = simulate(trace, start, s, OursStandbyPolicy("us-east-1a_v100_1", s))
+            assert best[i] <= r.cost + 1e-9
