@@ -79,11 +79,13 @@ def spot_policy(r: dict[str, Any]) -> Row:
     mcost = multi["mean_cost_normalized"]
     misses = s["ours_deadline_misses"] + multi["ours_deadline_misses"]
     standby = _standby(s, multi) if "ours_standby" in s else ""
+    starts = r["setting"]["start_ticks_per_trace"]
     return (
         "spot policy",
         "`python -m benchmarks.spot_policy --data ../shared/data`",
         f"availability seen only through launch attempts at production's retry cadence; mean "
-        f"cost as a share of on-demand over every availability trace and three cost settings: "
+        f"cost as a share of on-demand over every availability trace ({starts} start ticks "
+        f"each) and three cost settings: "
         f"**ours {cost['ours']:.3f}**, Uniform Progress (NSDI'24) "
         f"{cost['uniform_progress']:.3f}, greedy {cost['greedy']:.3f}, omniscient optimum "
         f"{cost['omniscient']:.3f}; ours {_pct(-s['ours_vs_uniform_progress'])} cheaper than "

@@ -53,6 +53,14 @@ SETTINGS: dict[str, tuple[float, float, float]] = {
 }
 POLICIES = ("on_demand", "greedy", "uniform_progress", "omniscient", "ours", "ours_standby")
 OPTIMUM_STANDBY = "omniscient_standby"  # the optimum with make-before-break too (a reference)
+STANDBY_NOTE = (
+    "ours_standby: decide()'s rule, and beside on-demand a standby on spot (make-before-break, "
+    "issue #25): each try is a launch attempt at production's cadence (nothing billed when "
+    "refused), a standby with capacity is billed at the spot price from that tick through its "
+    "changeover and the handover tick (on-demand billed beside it), the handover loses no "
+    "step; held where decide() would move to spot or where it pays for itself "
+    "(benchmarks/spot/standby.py). omniscient_standby: the optimum allowed the same handover"
+)
 ONLINE = ("on_demand", "greedy", "uniform_progress", "ours", "ours_standby")
 
 
@@ -204,6 +212,7 @@ def run_benchmark(
             "of each zone in the observation window before the job (one resident spot job's "
             "attempts, benchmarks/spot/observed.py) and keeps learning from the job's own, by "
             "the scheduler's rule (api.placement.learning)",
+            "standby": STANDBY_NOTE,
             "availability": "value > 0 = spot available (16-node set: at least one instance)",
             "averages": "unweighted over (setting, trace set, job fraction) cells",
         },
