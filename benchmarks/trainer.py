@@ -176,8 +176,13 @@ def resume_time(workdir: Path, repetitions: int) -> dict[str, Any]:
     Trainer(first, stdout=open(os.devnull, "w")).run()  # noqa: SIM115
     times = []
     for i in range(repetitions):
+        # One step more each time: steps are part of what a checkpoint computes, so the resume
+        # must allow the change (without it the trainer refuses, exit 78, and reports no step).
+        checkpoint = {"every_steps": 10_000_000, "allow_config_change": True}
         config = RunConfig(
-            trainer=spec(21 + i, OVERHEAD_ARGS), checkpoint_uri=uri, progress_every_s=0.001
+            trainer=spec(21 + i, OVERHEAD_ARGS, checkpoint=checkpoint),
+            checkpoint_uri=uri,
+            progress_every_s=0.001,
         )
         path = workdir / f"resume-{i}.json"
         path.write_text(config.model_dump_json())
@@ -195,8 +200,8 @@ def resume_time(workdir: Path, repetitions: int) -> dict[str, Any]:
             record = json.loads(line)
             if "event" not in record and record["step"] == 21 + i:
                 elapsed = time.perf_counter() - start
-        process.wait()
-        assert elapsed is not None, "the resumed run reported no step"
+        code = process.wait()
+        assert elapsed is not None, f"the resumed run reported no step (exit {code})"
         times.append(elapsed)
     return {"process_start_to_first_resumed_step_s": times}
 
