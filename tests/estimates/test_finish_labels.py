@@ -4,7 +4,7 @@ said 05:20 beside the quote's 23:25, with nothing saying which was which."""
 
 from __future__ import annotations
 
-from gpujobs.cli import render
+from gpujobs.cli import layout, render
 from gpujobs.plans import Plan
 from gpujobs.resources import Quote
 
@@ -21,5 +21,5 @@ def test_the_contract_says_which_finish_is_which() -> None:
 
 def test_the_estimate_table_says_what_its_rows_are_beside_the_quote() -> None:
     assert "plan alone to the end" in render.PLANS_NOTE and "policy" in render.PLANS_NOTE
-    for line in render.wrapped(render.PLANS_NOTE, 80):
+    for line in layout.wrapped(render.PLANS_NOTE, 80):
         assert len(line) <= 80
