@@ -28,17 +28,18 @@ import json
 import math
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.gpu_resume import part_resume
+from benchmarks.gpu_service import part_service
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -95,8 +96,11 @@ DRY = Sizes(
     resume_model={"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
     resume_steps=30,
     resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
-    service_steps=300,
-    spot_trace=(1, 1, 0) + (1,) * 360,  # one notice 20 s in: the tiny spot job is running then
+    # Long enough (with its start) to span the first notice, 20 s in, on an idle machine: at
+    # 300 steps an idle machine finished the spot job before it, and nothing was preempted.
+    # Two notices more, 50 and 80 s in, for a job that started late.
+    service_steps=600,
+    spot_trace=(1, 1, 0) * 3 + (1,) * 360,
     compile=False,  # inductor's CPU build of even a tiny model takes minutes on 2 cores
 )
 
@@ -289,211 +293,6 @@ def part_cuda_tests(sizes: Sizes, *, dry_run: bool) -> dict[str, Any]:
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     return {"exit_code": done.returncode, "summary": done.stdout.strip().splitlines()[-1:]}
-
-
-# -- the trainer as a process: exact resume -----------------------------------------------------
-
-
-def _run_config(directory: Path, sizes: Sizes, *, amp: str, deterministic: bool) -> Path:
-    trainer = {
-        "workload": "gpt",
-        "steps": sizes.resume_steps,
-        "batch_size": sizes.batch,
-        "amp": amp,
-        "seed": 3,
-        "deterministic": deterministic,
-        "dataloader": {"num_workers": 0},
-        "checkpoint": {"every_steps": max(1, sizes.resume_steps // 6), "keep_last": 2},
-        "args": {**sizes.resume_model, "dropout": 0.1, "corpus_bytes": 1_000_000},
-    }
-    path = directory / "config.json"
-    directory.mkdir(parents=True, exist_ok=True)
-    config = {"trainer": trainer, "checkpoint_uri": str(directory / "ckpt")}
-    path.write_text(json.dumps(config | {"progress_every_s": 0.05}))
-    return path
-
-
-def _trainer_process(config: Path, *, stop_at: int | None = None) -> int:
-    """`python -m trainer`; with `stop_at`, SIGTERM (a spot notice) once it reports that step."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trainer", "--config", str(config)], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    for line in process.stdout:
-        if stop_at is not None and line.startswith("{"):
-            record = json.loads(line)
-            if record.get("step", 0) >= stop_at and "loss" in record:
-                process.send_signal(signal.SIGTERM)
-                stop_at = None
-    return process.wait()
-
-
-def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    differing = [name for name, tensor in a.items() if not torch.equal(tensor, b[name])]
-    worst = max(
-        (float((a[name].float() - b[name].float()).abs().max()) for name in differing), default=0.0
-    )
-    return {"bitwise_equal": not differing, "tensors_differing": len(differing), "max_abs": worst}
-
-
-def _final(directory: Path) -> Any:
-    from trainer.checkpoint import load_latest
-
-    state = load_latest(str(directory / "ckpt"))
-    return None if state is None else state.shared["model"]
-
-
-def part_resume(sizes: Sizes, *, work: Path) -> dict[str, Any]:
-    cases = []
-    for amp, deterministic in sizes.resume_cases:
-        label = f"{amp}-{'det' if deterministic else 'nondet'}"
-        whole = _run_config(work / label / "whole", sizes, amp=amp, deterministic=deterministic)
-        cut = _run_config(work / label / "cut", sizes, amp=amp, deterministic=deterministic)
-        codes = [
-            _trainer_process(whole),
-            _trainer_process(cut, stop_at=sizes.resume_steps // 2),
-            _trainer_process(cut),
-        ]
-        a, b = _final(whole.parent), _final(cut.parent)
-        case: dict[str, Any] = {"amp": amp, "deterministic": deterministic, "exits": codes}
-        case |= _compare(a, b) if a is not None and b is not None else {"error": "no weights"}
-        cases.append(case)
-    held = all(c.get("bitwise_equal") for c in cases if c["deterministic"])
-    return {"steps": sizes.resume_steps, "cases": cases, "deterministic_bitwise_equal": held}
-
-
-# -- the embedded service as root ---------------------------------------------------------------
-
-
-@contextmanager
-def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
-    from devstack.ports import free_port, wait_for
-    from gpujobs.config import stored_token
-
-    port = free_port()
-    credentials = home / "credentials.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
-    env |= {
-        "GPUJOBS_HOME": str(home / "state"),
-        "GPUJOBS_PORT": str(port),
-        "GPUJOBS_CREDENTIALS_FILE": str(credentials),
-        "GPUJOBS_SPOT_MARKET": "trace",
-        "GPUJOBS_SPOT_TRACE": str(_trace_file(home, sizes.spot_trace)),
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = open(home / "service.log", "wb")  # noqa: SIM115 - the service's, closed below
-    service = subprocess.Popen(
-        [sys.executable, "-m", "worker.standalone"], cwd=ROOT, env=env, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        # The token is written before the first start lays out the trainers' runtime and
-        # serves: wait for both.
-        def up() -> bool:
-            return bool(stored_token(credentials, url=url)) and _ready(url)
-
-        wait_for(lambda: service.poll() is not None or up(), timeout=300, what="the service")
-        token = stored_token(credentials, url=url)
-        if service.poll() is not None or token is None:
-            raise RuntimeError((home / "service.log").read_text()[-3000:])
-        yield url, token
-    finally:
-        os.killpg(service.pid, signal.SIGTERM)
-        try:
-            service.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(service.pid, signal.SIGKILL)
-        log.close()
-
-
-def _trace_file(home: Path, availability: tuple[int, ...]) -> Path:
-    """A spot trace the local market replays: a tick of 600 simulated seconds is 10 s of wall
-    time at its x60, so the notices come when the run needs them, not at random."""
-    path = home / "spot-trace.json"
-    path.write_text(json.dumps({"metadata": {"gap_seconds": 600}, "data": list(availability)}))
-    return path
-
-
-def _ready(url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _job_spec(name: str, sizes: Sizes, *, capacity: str, amp: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "trainer": {
-            "workload": "gpt",
-            "steps": sizes.service_steps,
-            "batch_size": sizes.batch,
-            "amp": amp,
-            "seed": 11,
-            "deterministic": True,
-            "dataloader": {"num_workers": 0},
-            "checkpoint": {"every_steps": max(1, sizes.service_steps // 10), "keep_last": 2},
-            "args": {**sizes.resume_model, "corpus_bytes": 1_000_000},
-        },
-        "capacity": {"types": [capacity]},
-        "deadline_hours": 4,
-        "estimated_hours": 0.05,
-    }
-
-
-def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
-    import httpx
-
-    from api.settings import Settings
-    from gpujobs.checkpoints import job_checkpoint_uri
-    from gpujobs.client import Client
-    from trainer.checkpoint import load_latest
-
-    with _embedded_service(work, sizes) as (url, token):
-        client = Client(url=url, token=token)
-        specs = {
-            "on-demand-a": _job_spec("gpu-e2e-a", sizes, capacity="on_demand", amp=amp),
-            "on-demand-b": _job_spec("gpu-e2e-b", sizes, capacity="on_demand", amp=amp),
-            "spot": _job_spec("gpu-e2e-spot", sizes, capacity="spot", amp=amp),
-        }
-        jobs = {label: client.submit(spec).id for label, spec in specs.items()}
-        done = {label: client.wait(job, timeout=1800, poll=1.0) for label, job in jobs.items()}
-        attempts = {label: client.attempts(job) for label, job in jobs.items()}
-        try:
-            logs = {label: client.logs(job)[-2000:] for label, job in jobs.items()}
-        except httpx.HTTPError:
-            logs = {}
-    root = Settings(home=work / "state").checkpoint_root()
-    weights = {}
-    for label, job in jobs.items():
-        state = load_latest(job_checkpoint_uri(root, job))
-        weights[label] = None if state is None else state.shared["model"]
-    comparisons = {}
-    for left, right in (("on-demand-a", "on-demand-b"), ("on-demand-a", "spot")):
-        a, b = weights[left], weights[right]
-        comparisons[f"{left} vs {right}"] = (
-            _compare(a, b) if a is not None and b is not None else {"error": "no weights"}
-        )
-    preemptions = sum(1 for a in attempts["spot"] if a.end_reason == "preempted")
-    statuses = {label: str(job.status) for label, job in done.items()}
-    failed = {k: logs.get(k, "") for k, v in statuses.items() if not v.endswith("SUCCEEDED")}
-    return {
-        "amp": amp,
-        "steps": sizes.service_steps,
-        "statuses": statuses,
-        "attempts": {label: len(items) for label, items in attempts.items()},
-        "spot_preemptions": preemptions,
-        "weights": comparisons,
-        "all_succeeded": all(status.endswith("SUCCEEDED") for status in statuses.values()),
-        "failed_logs": failed,
-    }
 
 
 # -- the run --------------------------------------------------------------------------------------
