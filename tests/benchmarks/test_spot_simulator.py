@@ -14,16 +14,7 @@ from benchmarks.spot.simulator import (
     replay,
     simulate,
 )
-
-
-def setting(work: int, deadline: int, d: int) -> Setting:
-    # spot 1 $/tick, on-demand 3 $/tick: costs can be checked by counting ticks
-    return Setting(work, deadline, d, 1.0, 3.0, 1.0)
-
-
-def scripted(actions: list[str]):  # noqa: ANN202
-    plan = iter(actions)
-    return lambda v: next(plan)
+from tests.benchmarks.spot_scripts import scripted, setting
 
 
 def test_rules_by_hand() -> None:

@@ -15,16 +15,7 @@ from benchmarks.spot.simulator import (
     simulate,
 )
 from benchmarks.spot.standby import OursStandbyPolicy, standby_pays
-
-
-def setting(work: int, deadline: int, d: int) -> Setting:
-    # spot 1 $/tick, on-demand 3 $/tick: costs can be checked by counting ticks
-    return Setting(work, deadline, d, 1.0, 3.0, 1.0)
-
-
-def scripted(actions: list[str]):  # noqa: ANN202
-    plan = iter(actions)
-    return lambda v: next(plan)
+from tests.benchmarks.spot_scripts import scripted, setting
 
 
 def test_a_handover_loses_no_step_and_spends_no_changeover_idle() -> None:
