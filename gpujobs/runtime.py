@@ -8,9 +8,9 @@ usual `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from gpujobs.spec import StrictModel, TrainerSpec
 from gpujobs.workloads import MODULE_PATH
@@ -55,3 +55,26 @@ class RunConfig(StrictModel):
         description="Module prefixes the operator allows for this job's team; the trainer "
         "refuses any other non-built-in workload before importing it.",
     )
+    standby: bool = Field(
+        False,
+        description="Start as a standby (make-before-break): build everything, then ask "
+        "`POST {api_url}/v1/jobs/{job_id}/standby` every `standby_poll_s` until the answer is "
+        "`go` (the running attempt has checkpointed and ended) before restoring the newest "
+        "checkpoint and training; `stop` (or SIGTERM) ends it without touching the store.",
+    )
+    standby_poll_s: float = Field(1.0, gt=0, le=60)
+
+
+class StandbyCall(StrictModel):
+    """What a standby's trainer posts while it waits: which attempt it is."""
+
+    attempt_id: str = Field(max_length=64)
+
+
+class StandbyAnswer(BaseModel):
+    """`wait`: the running attempt still trains. `go`: this attempt is now the job's running
+    attempt; restore the newest checkpoint (`resume_from_step` is the one the server knows of)
+    and train. `stop`: this standby is no longer wanted (ended, replaced, job over)."""
+
+    action: Literal["wait", "go", "stop"]
+    resume_from_step: int | None = None
