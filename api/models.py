@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -216,6 +217,11 @@ class JobAttempt(Base):
     # The rate its trainer last reported (samples a second over all ranks) on this GPU model,
     # written while the attempt is open (api.placement.throughput).
     samples_per_s: Mapped[float | None] = mapped_column(Float, default=None)
+    # Make-before-break: held beside the job's running attempt until a handover promotes it
+    # (then False). One that ended unpromoted stays True: it never was the job's attempt, but
+    # its minutes are on the ledger all the same.
+    standby: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    ready_at: Mapped[datetime | None] = mapped_column(default=None)  # its trainer first waited
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     @classmethod

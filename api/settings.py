@@ -121,6 +121,12 @@ class Settings(BaseSettings):
         "table on Kubernetes, every model alike with the local launcher (its processes run on "
         "this machine whatever offer they are placed on).",
     )
+    standby: bool = Field(
+        True,
+        description="Make-before-break: while a job runs on on-demand, hold a standby attempt on "
+        "spot beside it where the policy finds one worth its minutes, and hand the job over at "
+        "a checkpoint once the standby's trainer waits (where the launcher can).",
+    )
     launch_timeout_s: float = 600.0
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
 

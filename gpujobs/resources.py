@@ -91,6 +91,12 @@ class JobAttempt(Resource):
         description="The rate its trainer last reported on this GPU model, samples a second "
         "over all ranks: what the scheduler learns each model's speed for this trainer from.",
     )
+    standby: bool = Field(
+        False,
+        description="Held beside the job's running attempt, waiting to take over from its "
+        "checkpoint (make-before-break); false once a handover made it the running attempt. "
+        "Its minutes are billed either way.",
+    )
     created_at: datetime
 
 

@@ -75,6 +75,7 @@ def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> 
         s3_endpoint_url=settings.s3_endpoint_url or None,
         api_url=settings.api_url(),
         allowed_workload_prefixes=settings.workload_prefixes_for(job.team.name),
+        standby=attempt.standby,
     )
     return LaunchRequest(
         job_id=job.id,

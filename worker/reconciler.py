@@ -26,11 +26,13 @@ from api.catalog.repository import mark_outage
 from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
-from api.money import MICRO, cost_microusd
 from gpujobs.resources import JobStatus
 from gpujobs.spec import JobSpec
+from worker import handover
 from worker import repository as repo
+from worker.billing import close
 from worker.control import ControlPlane
+from worker.handover import STILL_THERE
 from worker.launchers.base import Observation, ObservedState
 from worker.launching import launch_attempt, stop_attempt
 from worker.outcomes import Outcome, outcome
@@ -98,6 +100,7 @@ def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> 
             return 0
         handle = attempt.launch_handle
         created_at = attempt.created_at
+        handing_over = attempt.stop_reason == handover.HANDOVER
     if job_status == JobStatus.CANCELLED.value:
         return _cancel(cp, attempt_id=attempt_id, handle=handle)
     if handle is None:
@@ -106,11 +109,13 @@ def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> 
             return _apply(cp, attempt_id=attempt_id, observation=observation)
         launch_attempt(cp, attempt_id=attempt_id)
         return 0
-    return _apply(cp, attempt_id=attempt_id, observation=cp.launcher.status(handle))
-
-
-# What the launcher may still report while a stopped attempt's processes or pods live on.
-STILL_THERE = frozenset({ObservedState.RUNNING, ObservedState.PENDING})
+    observation = cp.launcher.status(handle)
+    if handing_over and observation.state in STILL_THERE:
+        # Asked again on every pass until it has gone: a worker killed between the mark and
+        # the stop, or a stop that did not take, costs one pass (the launcher keeps the stop's
+        # escalation).
+        stop_attempt(cp, handle=handle)
+    return _apply(cp, attempt_id=attempt_id, observation=observation)
 
 
 def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
@@ -135,7 +140,7 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
         now = cp.clock()
         # Spot hours run until the cancel still count for the pool's preemption rate: they are
         # read from the closed attempt (api.placement.learning).
-        _close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")
+        close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")
     return 1
 
 
@@ -148,38 +153,69 @@ def _mark_stopping(cp: ControlPlane, *, attempt_id: str) -> None:
 
 def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> int:
     now = cp.clock()
-    with transaction(cp.factory) as session:
-        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
-        if attempt is None or attempt.ended_at is not None:
-            return 0
-        job = repo.job_for_update(session, job_id=attempt.job_id)
-        assert job is not None
-        spec = JobSpec.from_stored(job.spec)
-        result = _budget_outcome(
-            observation=observation,
-            job_status=JobStatus(job.status),
-            stop_reason=attempt.stop_reason,
-            reason=job.status_reason,
-        ) or outcome(
-            observation=observation,
-            job_status=JobStatus(job.status),
-            stop_reason=attempt.stop_reason,
-            restarts=job.restarts,
-            max_restarts=spec.max_restarts,
-        )
-        if result.started and attempt.started_at is None:
-            attempt.started_at = attempt.launched_at or now
-        if result.end_reason is None and not result.path:
-            return 0
-        if result.end_reason is not None:
-            attempt.exit_code = observation.exit_code
-            _close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
-            _observe_capacity(session, cp=cp, attempt=attempt, result=result, now=now)
-        _move_job(session, job=job, attempt=attempt, result=result)
-        if result.end_reason == BUDGET_PAUSED:
-            # It waits like a job deferred at submit: the scheduler places it again only when
-            # the budget can hold its quote, and it holds it from then on.
-            job.holds_budget = False
+    stop: list[str] = []
+    try:
+        with transaction(cp.factory) as session:
+            attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+            if attempt is None or attempt.ended_at is not None:
+                return 0
+            job = repo.job_for_update(session, job_id=attempt.job_id)
+            assert job is not None
+            if attempt.standby:
+                step = handover.observe_standby(
+                    session, cp=cp, standby=attempt, job=job, observation=observation, now=now
+                )
+                stop = step.stop
+                return step.changed
+            if attempt.stop_reason == handover.HANDOVER and observation.state not in {
+                *STILL_THERE,
+                ObservedState.SUCCEEDED,
+            }:
+                handover.complete(session, old=attempt, job=job, observation=observation, now=now)
+                return 1
+            return _apply_observation(
+                session, cp=cp, attempt=attempt, job=job, observation=observation, now=now
+            )
+    finally:
+        for handle in stop:  # after the commit: launcher IO never happens inside a transaction
+            stop_attempt(cp, handle=handle)
+
+
+def _apply_observation(
+    session: Session,
+    *,
+    cp: ControlPlane,
+    attempt: JobAttempt,
+    job: Job,
+    observation: Observation,
+    now: datetime,
+) -> int:
+    spec = JobSpec.from_stored(job.spec)
+    result = _budget_outcome(
+        observation=observation,
+        job_status=JobStatus(job.status),
+        stop_reason=attempt.stop_reason,
+        reason=job.status_reason,
+    ) or outcome(
+        observation=observation,
+        job_status=JobStatus(job.status),
+        stop_reason=attempt.stop_reason,
+        restarts=job.restarts,
+        max_restarts=spec.max_restarts,
+    )
+    if result.started and attempt.started_at is None:
+        attempt.started_at = attempt.launched_at or now
+    if result.end_reason is None and not result.path:
+        return 0
+    if result.end_reason is not None:
+        attempt.exit_code = observation.exit_code
+        close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
+        _observe_capacity(session, cp=cp, attempt=attempt, result=result, now=now)
+    _move_job(session, job=job, attempt=attempt, result=result)
+    if result.end_reason == BUDGET_PAUSED:
+        # It waits like a job deferred at submit: the scheduler places it again only when
+        # the budget can hold its quote, and it holds it from then on.
+        job.holds_budget = False
     return 1
 
 
@@ -204,27 +240,6 @@ def _budget_outcome(
         path = (*via_running, JobStatus.PREEMPTED, JobStatus.PENDING)
         return Outcome(BUDGET_PAUSED, path, reason, started=True)
     return Outcome(BUDGET_STOPPED, (*via_running, JobStatus.FAILED), reason, started=True)
-
-
-def _close(
-    session: Session, *, attempt: JobAttempt, job: Job | None, now: datetime, end_reason: str
-) -> None:
-    """End the attempt and put it on the ledger: cost = price x the time it held capacity."""
-    attempt.ended_at = now
-    attempt.end_reason = end_reason
-    started = attempt.started_at
-    attempt.cost_microusd = (
-        cost_microusd(price_per_hour=attempt.price_per_hour, started_at=started, ended_at=now)
-        if started is not None and started < now
-        else 0
-    )
-    metrics.record_dollars(attempt.cost_microusd / MICRO)
-    progress = (job.progress if job else None) or {}
-    step = progress.get("step")
-    checkpoint = job.resume_from_step if job else None
-    if step is not None:
-        attempt.end_step = int(step)
-        attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))
 
 
 def _observe_capacity(

@@ -47,6 +47,7 @@ def claim_pending(
 # The API's queries, not copies: the control loop reads and locks these rows the same way.
 job_for_update = jobs.get_for_update
 open_attempt = jobs.open_attempt
+open_standby = jobs.open_standby
 
 
 def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:

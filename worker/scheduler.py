@@ -19,11 +19,11 @@ from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
 from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker.control import ControlPlane
-from worker.launchers.base import spot_probe
+from worker.launchers.base import holds_standby, spot_probe
 from worker.launching import launch_attempt, stop_attempt
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ class ScheduleResult:
     deferred: int = 0
     rejected: int = 0
     migrated: int = 0
+    standbys: int = 0
     decide_seconds: float = 0.0
 
 
@@ -88,6 +89,7 @@ def _decide_and_apply(
             budgets=cp.budgets(session, teams, now),
             spot_available=_spot_available(cp),
             calibration=calibration,
+            standby=cp.settings.standby and holds_standby(cp.launcher),
         )
     started = time.perf_counter()
     decisions = decide(snapshot)
@@ -108,6 +110,13 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
     if isinstance(decision, Migrate):
         if _apply_migrate(cp, decision):
             result.migrated += 1
+        return
+    if isinstance(decision, Standby):
+        with transaction(cp.factory) as session:
+            attempt_id = _apply_standby(session, decision=decision)
+        if attempt_id is not None:
+            result.placed.append(attempt_id)
+            result.standbys += 1
         return
     with transaction(cp.factory) as session:
         job = repo.claimed_job(session, job_id=decision.job_id, token=token)
@@ -156,6 +165,49 @@ def _apply_place(session: Session, *, job: Job, place: Place) -> str:
             "expected_cost": round(plan.expected_cost, 4),
             "expected_finish": plan.expected_finish.isoformat(),
             "p_meet_deadline": round(plan.p_meet_deadline, 4),
+        },
+    )
+    return attempt.id
+
+
+def _apply_standby(session: Session, *, decision: Standby) -> str | None:
+    """A standby attempt beside the job's running one, if the job still runs there and holds
+    none (the decision was taken on a snapshot; the job row's lock makes this the only one)."""
+    job = repo.job_for_update(session, job_id=decision.job_id)
+    if job is None or job.status != JobStatus.RUNNING.value:
+        return None
+    running = repo.open_attempt(session, job_id=job.id)
+    if running is None or running.stop_reason is not None:
+        return None
+    if repo.open_standby(session, job_id=job.id) is not None:
+        return None
+    plan = decision.to.plan
+    placement = plan.placement
+    attempt = JobAttempt.placed(
+        placement,
+        id=new_id(),
+        job_id=job.id,
+        team_id=job.team_id,
+        number=job.attempts_count + 1,
+        checkpoint_every_seconds=plan.checkpoint_every_seconds,
+        resume_from_step=job.resume_from_step,
+        standby=True,
+    )
+    session.add(attempt)
+    job.attempts_count += 1
+    capacity = placement.capacity_type.value.replace("_", "-")
+    lifecycle.note(
+        session,
+        job,
+        reason=f"standby on {capacity} {placement.offer_key} at ${placement.price_per_hour:.2f}/h "
+        f"beside attempt {running.number}: {decision.reason}",
+        data={
+            "standby_attempt_id": attempt.id,
+            "standby_attempt": attempt.number,
+            "attempt": running.number,
+            "offer": placement.offer_key,
+            "capacity_type": placement.capacity_type.value,
+            "price_per_hour": placement.price_per_hour,
         },
     )
     return attempt.id

@@ -94,6 +94,8 @@ def running_under_budget(session: Session) -> list[Running]:
             Job.status == JobStatus.RUNNING.value,
             JobAttempt.started_at.is_not(None),
             JobAttempt.ended_at.is_(None),
+            # a standby's burn is in the job's charges; a budget stop stops the running attempt
+            JobAttempt.standby.is_(False),
         )
         .order_by(Team.name, Job.id, JobAttempt.number)
     )

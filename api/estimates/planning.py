@@ -76,6 +76,9 @@ def read(
         priors=priors,
         budgets={team_id: remaining_budget},
         calibration=calibration,
+        # Both shipped launchers hold standbys (the API cannot ask the worker's launcher): the
+        # quote prices them wherever the operator allows them.
+        standby=settings.standby,
     )
     return Weighing(job=job, snapshot=snapshot)
 

@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 from api.auth import Principal
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep, respond
 from api.jobs import service, views
-from api.models import Job
+from api.models import Job, utcnow
 from gpujobs import resources as r
+from gpujobs.runtime import StandbyAnswer, StandbyCall
 from gpujobs.spec import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
@@ -139,3 +140,18 @@ def report_progress(
     body = _view(session, job, principal)
     session.commit()
     return respond(body)
+
+
+@router.post("/{job_id}/standby", response_model=StandbyAnswer)
+def standby(
+    request: Request, job_id: str, call: StandbyCall, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    """A standby's trainer asks whether to go (make-before-break): `wait` while the running
+    attempt trains, `go` once it has checkpointed and ended, `stop` if it is no longer wanted."""
+    answer, ready = service.standby_answer(
+        session, principal=principal, job_id=job_id, call=call, now=utcnow()
+    )
+    session.commit()
+    if ready:
+        request.app.state.nudge("reconcile", job_id)  # the handover can begin
+    return respond(answer)

@@ -90,6 +90,21 @@ def capped_reason(reason: str | None) -> str | None:
     return f"{reason[:head]} [... {cut} characters cut ...] {reason[-REASON_END_CHARS:]}"
 
 
+def note(session: Session, job: Job, *, reason: str, data: dict[str, Any] | None = None) -> None:
+    """An event that changes no status (a standby held beside the running attempt, a handover):
+    from and to are the job's status. The status and its reason stay as they are."""
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            at=utcnow(),
+            from_status=job.status,
+            to_status=job.status,
+            reason=capped_reason(reason),
+            data=data or {},
+        )
+    )
+
+
 def record_created(session: Session, job: Job, *, data: dict[str, Any] | None = None) -> None:
     """The first event of every job: it appeared as PENDING."""
     session.add(

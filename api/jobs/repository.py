@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, lazyload
 
 from api.models import Job, JobAttempt, JobEvent
@@ -91,17 +91,35 @@ def attempts(session: Session, *, job_id: str) -> list[JobAttempt]:
 
 
 def latest_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
-    """The job's newest attempt, open or ended (only the newest can be open)."""
-    query = select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number.desc())
+    """The job's newest attempt, open or ended, standbys never promoted aside (only the newest
+    can be open)."""
+    query = (
+        select(JobAttempt)
+        .where(JobAttempt.job_id == job_id, JobAttempt.standby.is_(False))
+        .order_by(JobAttempt.number.desc())
+    )
     return session.scalars(query.limit(1)).first()
 
 
 def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
-    """The job's attempt that has not ended (locked with `for_update`, as the control loop does
-    before stopping it)."""
+    """The job's attempt that has not ended, a standby aside (locked with `for_update`, as the
+    control loop does before stopping it)."""
+    return _open(session, job_id=job_id, standby=False, for_update=for_update)
+
+
+def open_standby(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
+    """The standby held beside the job's running attempt, if any (one at a time)."""
+    return _open(session, job_id=job_id, standby=True, for_update=for_update)
+
+
+def _open(session: Session, *, job_id: str, standby: bool, for_update: bool) -> JobAttempt | None:
     query = (
         select(JobAttempt)
-        .where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
+        .where(
+            JobAttempt.job_id == job_id,
+            JobAttempt.ended_at.is_(None),
+            JobAttempt.standby.is_(standby),
+        )
         .order_by(JobAttempt.number.desc())
     )
     if for_update:
@@ -111,10 +129,12 @@ def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> 
 
 @dataclass(frozen=True)
 class Ledger:
-    """A job's latest attempt and what its attempts' recorded costs add up to."""
+    """A job's latest attempt, the standby held beside it if any, and what its attempts'
+    recorded costs add up to."""
 
     latest: JobAttempt
     recorded_microusd: int
+    standby: JobAttempt | None = None
 
 
 def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
@@ -125,7 +145,7 @@ def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
     totals = (
         select(
             JobAttempt.job_id,
-            func.max(JobAttempt.number).label("last"),
+            func.max(case((JobAttempt.standby.is_(False), JobAttempt.number))).label("last"),
             func.coalesce(func.sum(JobAttempt.cost_microusd), 0).label("recorded"),
         )
         .where(JobAttempt.job_id.in_(job_ids))
@@ -135,9 +155,23 @@ def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
     query = select(JobAttempt, totals.c.recorded).join(
         totals, and_(JobAttempt.job_id == totals.c.job_id, JobAttempt.number == totals.c.last)
     )
+    standbys = {
+        attempt.job_id: attempt
+        for attempt in session.scalars(
+            select(JobAttempt).where(
+                JobAttempt.job_id.in_(job_ids),
+                JobAttempt.standby.is_(True),
+                JobAttempt.ended_at.is_(None),
+            )
+        )
+    }
     # PostgreSQL sums BIGINTs as NUMERIC: back to an exact int.
     return {
-        attempt.job_id: Ledger(latest=attempt, recorded_microusd=int(recorded))
+        attempt.job_id: Ledger(
+            latest=attempt,
+            recorded_microusd=int(recorded),
+            standby=standbys.get(attempt.job_id),
+        )
         for attempt, recorded in session.execute(query)
     }
 

@@ -25,6 +25,7 @@ from api.placement.trainer_keys import trainer_keys
 from api.settings import Settings
 from gpujobs.checkpoints import job_checkpoint_uri
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
+from gpujobs.runtime import StandbyAnswer, StandbyCall
 from gpujobs.spec import NAME_PATTERN, JobSpec
 
 
@@ -248,18 +249,19 @@ class Spend:
 
 
 def spend(ledger: repository.Ledger | None, *, now: datetime) -> Spend:
-    """Ended attempts at their recorded cost; the latest, while it holds capacity, at its price
-    up to `now` (only the latest attempt is ever open)."""
+    """Ended attempts at their recorded cost; the open ones (the latest, and a standby beside
+    it), while they hold capacity, at their price up to `now`."""
     if ledger is None:
         return Spend()
-    latest, total = ledger.latest, ledger.recorded_microusd
-    if latest.ended_at is None and latest.started_at is not None:
-        total += cost_microusd(
-            price_per_hour=latest.price_per_hour,
-            started_at=latest.started_at,
-            ended_at=max(now, latest.started_at),
-        )
-    return Spend(latest=latest, cost_microusd=total)
+    total = ledger.recorded_microusd
+    for attempt in (ledger.latest, ledger.standby):
+        if attempt is not None and attempt.ended_at is None and attempt.started_at is not None:
+            total += cost_microusd(
+                price_per_hour=attempt.price_per_hour,
+                started_at=attempt.started_at,
+                ended_at=max(now, attempt.started_at),
+            )
+    return Spend(latest=ledger.latest, cost_microusd=total)
 
 
 def spends(session: Session, *, jobs: Sequence[Job]) -> dict[str, Spend]:
@@ -327,3 +329,25 @@ def report_progress(
     if report.checkpoint_step is not None:
         job.resume_from_step = max(job.resume_from_step or 0, report.checkpoint_step)
     return job
+
+
+def standby_answer(
+    session: Session, *, principal: Principal, job_id: str, call: StandbyCall, now: datetime
+) -> tuple[StandbyAnswer, bool]:
+    """What a standby's trainer does next, and whether it has just become ready (its first
+    call: the handover can begin). Only the job's own token, and only about its attempts."""
+    if principal.job_id != job_id and not principal.is_admin:
+        raise NotFound(f"job {job_id} not found")
+    job = get(session, principal=principal, job_id=job_id)
+    attempt = session.get(JobAttempt, call.attempt_id)
+    if attempt is None or attempt.job_id != job.id:
+        raise NotFound(f"attempt {call.attempt_id} of job {job_id} not found")
+    if JobStatus(job.status).terminal or attempt.ended_at is not None:
+        return StandbyAnswer(action="stop"), False
+    if not attempt.standby:
+        # Promoted: the attempt it stood beside has checkpointed and ended.
+        return StandbyAnswer(action="go", resume_from_step=job.resume_from_step), False
+    ready = attempt.ready_at is None
+    if ready:
+        attempt.ready_at = now
+    return StandbyAnswer(action="wait", resume_from_step=job.resume_from_step), ready

@@ -84,6 +84,7 @@ def attempt(row: JobAttempt) -> r.JobAttempt:
         resume_from_step=row.resume_from_step,
         steps_lost=row.steps_lost,
         samples_per_s=row.samples_per_s,
+        standby=row.standby,
         created_at=row.created_at,
     )
 

@@ -1,6 +1,6 @@
 """Placement: which capacity each job runs on, decided purely from a snapshot."""
 
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
 from api.placement.estimate import Estimate, Weighed, estimate
 from api.placement.plan import Plan
 from api.placement.policy import decide
@@ -20,6 +20,7 @@ __all__ = [
     "Reject",
     "Reservation",
     "Snapshot",
+    "Standby",
     "Weighed",
     "decide",
     "estimate",

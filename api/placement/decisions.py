@@ -35,4 +35,15 @@ class Migrate:
     reason: str
 
 
-Decision = Place | Defer | Reject | Migrate
+@dataclass(frozen=True, slots=True)
+class Standby:
+    """Hold a standby attempt at `to` beside the running one (make-before-break): once it has
+    capacity and its trainer waits, the running attempt checkpoints and it takes over from that
+    step. The job keeps training meanwhile."""
+
+    job_id: str
+    to: Place
+    reason: str
+
+
+Decision = Place | Defer | Reject | Migrate | Standby

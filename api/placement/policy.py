@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
 from api.placement.options import (
     Market,
     Option,
@@ -24,6 +24,7 @@ from api.placement.options import (
 from api.placement.situation import Situation, hours_until, situation
 from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
 from api.placement.snapshot import JobState, Snapshot
+from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
 from api.pricing.cost_model import Outcome
 from gpujobs.spec import CapacityType
 
@@ -95,6 +96,14 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     option = spot if verdict.choice is Choice.SPOT else od
     assert option is not None
     if current is not None:
+        if job.standby is not None:
+            return None  # the handover, not a move, changes where it runs
+        if current.capacity_type == CapacityType.ON_DEMAND and snap.standby and spot is not None:
+            held = _standby(rnd, job, sit, verdict, view)
+            if held is not None:
+                return held
+            if option.capacity == CapacityType.SPOT and hours_left is not None:
+                return None  # no room to keep the fallback through a handover: not by a move either
         if option.capacity == current.capacity_type:
             return None
         return _migrate(rnd, job, option, hours_left)
@@ -213,6 +222,51 @@ def _migrate(
     else:
         reason = "a reserved slot is free: move to prepaid capacity"
     return Migrate(job.id, to, reason)
+
+
+def _standby(
+    rnd: _Round, job: JobState, sit: Situation, verdict: Verdict, view: SlackView | None
+) -> Decision | None:
+    """A standby on spot beside on-demand where the rule would move the job to spot, or where
+    one pays for itself (api.placement.standby); None: keep on-demand alone."""
+    spot = sit.spot
+    assert spot is not None
+    if view is not None and not keeps_fallback(view):
+        return None
+    if sit.hours_left is None and not standby_beats_move(
+        lifetime=spot.lifetime_hours,
+        restart=sit.restart_hours,
+        step=rnd.snapshot.step_hours,
+        price_ratio=sit.terms().price_ratio,
+    ):
+        return None  # no deadline: the move to spot is the cheaper way
+    if verdict.choice is Choice.SPOT:
+        reason = "spot is back: a standby takes over from on-demand at its checkpoint"
+    elif standby_pays(
+        lifetime=spot.lifetime_hours,
+        work_left=work_hours(job, spot),
+        restart=sit.restart_hours,
+        step=rnd.snapshot.step_hours,
+        price_ratio=sit.terms().price_ratio,
+    ):
+        reason = (
+            f"a standby on spot pays for itself: expected spot run "
+            f"{_duration(spot.lifetime_hours)} against a changeover of "
+            f"{_duration(sit.restart_hours)}, hidden while on-demand trains"
+        )
+    else:
+        return None
+    out = outcome(job, spot, sit.hours_left)
+    if _over_budget(rnd, job, _budget_cost(job, out)):
+        return None
+    _take(rnd, job, spot, out)
+    return Standby(job.id, Place(job.id, plan(job, spot, out, rnd.snapshot.now), "standby"), reason)
+
+
+def _duration(hours: float) -> str:
+    if math.isinf(hours):
+        return "unbounded"
+    return f"{hours:.1f} h" if hours >= 1 else f"{60 * hours:.0f} min"
 
 
 def _take(rnd: _Round, job: JobState, option: Option, out: Outcome) -> None:

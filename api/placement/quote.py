@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from api.placement.options import Option, interval, work_hours
 from api.placement.situation import Situation
 from api.placement.slack import Choice, SlackView, choose, reserve
+from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
 
 RUNS = 128
 SEED = 20240
@@ -169,6 +170,7 @@ class _Sim:
         )
         self.g = self.terms.step_hours
         self.spot_pace = self.terms.spot_pace
+        self.standby = sit.standby and spot is not None and od is not None
 
     def run(self, available: bool, rng: random.Random) -> tuple[float, float, bool, float, float]:
         """(cost, hours to finish, met the deadline, spot hours, billed hours)."""
@@ -179,6 +181,7 @@ class _Sim:
         changeover = 0.0  # restart hours the current attempt still has to go through
         since_ckpt = 0.0
         started = 0.0  # when the current attempt started
+        held: float | None = None  # a standby's changeover hours left to its handover
         until_flip = self.up.residual(rng) if available else self.down.residual(rng)
         if spot is None:
             available, until_flip = False, math.inf
@@ -194,6 +197,19 @@ class _Sim:
             ran = t - started if on is not Choice.WAIT else math.inf
             view = self._view(on, available, changeover, work, t, ran)
             choice = self._choose(on, available, view)
+            if self.standby and on is Choice.ON_DEMAND and available:
+                # Make-before-break (decide()'s Standby): where the rule moves to spot, or where
+                # one pays, a standby takes its changeover while on-demand trains, then takes
+                # over with none left.
+                if held is None and self._holds(choice, view, work):
+                    held = restart + self.g
+                if held is not None:
+                    if held <= 1e-12:
+                        on, changeover, started, held = Choice.SPOT, 0.0, t, None
+                        since_ckpt = 0.0
+                    choice = on
+            elif on is not Choice.ON_DEMAND or not available:
+                held = None  # it left on-demand, or the standby's spot went with the pool
             if choice is not on:
                 if choice is not Choice.WAIT:
                     changeover = restart
@@ -218,6 +234,12 @@ class _Sim:
                 step = min(self.stride, until_flip, max(self.g, margin))
             else:
                 step = min(self.stride, until_flip)
+            if held is not None:
+                step = max(min(step, held), 1e-9)
+                cost += step * spot.price_per_hour  # type: ignore[union-attr]  # held: spot set
+                billed += step
+                spot_hours += step
+                held -= step
             if on is not Choice.WAIT:
                 option = spot if on is Choice.SPOT else od
                 price = option.price_per_hour if option is not None else 0.0
@@ -277,6 +299,29 @@ class _Sim:
             changeover_left=changeover,
             spot_available=self.spot is not None and available,
             on_hours=ran,
+        )
+
+    def _holds(self, choice: Choice, view: SlackView | None, work: float) -> bool:
+        """decide()'s standby rule (policy._standby) in the simulated state."""
+        if view is not None and not keeps_fallback(view):
+            return False
+        spot = self.spot
+        assert spot is not None
+        if self.left is None:
+            return choice is Choice.SPOT and standby_beats_move(
+                lifetime=spot.lifetime_hours,
+                restart=self.restart,
+                step=self.g,
+                price_ratio=self.terms.price_ratio,
+            )
+        if choice is Choice.SPOT:
+            return True
+        return standby_pays(
+            lifetime=spot.lifetime_hours,
+            work_left=work * self.spot_pace,
+            restart=self.restart,
+            step=self.g,
+            price_ratio=self.terms.price_ratio,
         )
 
     def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:

@@ -108,6 +108,7 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
             JobAttempt.job_id.in_(job_ids),
             JobAttempt.end_reason == "preempted",
             JobAttempt.capacity_type == "spot",
+            JobAttempt.standby.is_(False),  # a standby lost costs the job nothing
             func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
         )
         .order_by(JobAttempt.number)

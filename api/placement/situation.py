@@ -53,6 +53,7 @@ class Situation:
     spot: Option | None  # the spot option usable now
     pool: Option | None  # the spot pool the job runs on or waits for: `spot`, else the first short
     on_demand: Option | None
+    standby: bool = False  # a standby may be held beside on-demand (Snapshot.standby)
 
     @property
     def unit(self) -> float:
@@ -145,4 +146,5 @@ def situation(market: Market, job: JobState, now: datetime) -> Situation:
         spot=spot,
         pool=pool,
         on_demand=od,
+        standby=snap.standby,
     )

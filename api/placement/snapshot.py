@@ -51,6 +51,7 @@ class JobState:
     # GPU speeds from what the team's trainer measured (api.placement.throughput), in place of
     # the snapshot's table for this job; None: the table's
     gpu_speeds: Mapping[str, float] | None = None
+    standby: Current | None = None  # the standby held beside the running attempt, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,8 @@ class Snapshot:
     step_hours: float = 1.0 / 60.0  # time until the next decide(): the policy's reaction time
     # lower-cased GPU model -> training speed (api.pricing.gpu_speed); empty: every model alike
     gpu_speeds: Mapping[str, float] = field(default_factory=dict)
+    # the launcher can hold a standby beside a running attempt (make-before-break)
+    standby: bool = False
 
 
 def samples_per_step(spec: JobSpec) -> int:

@@ -121,6 +121,7 @@ def build(
     budgets: Mapping[str, float | None],
     spot_available: bool | None,
     calibration: Calibration,
+    standby: bool = False,
 ) -> Snapshot:
     regions = {offer.zone: offer.region for offer in catalog.offers}
     clouds = {offer.zone: offer.cloud for offer in catalog.offers}
@@ -136,6 +137,7 @@ def build(
         restart_hours=calibration.restart_hours,
         step_hours=calibration.step_hours,
         gpu_speeds=normalized(calibration.gpu_speeds),
+        standby=standby,
     )
 
 
@@ -150,9 +152,11 @@ def snapshot(
     calibration: Calibration,
     spot_available: bool | None = None,
     reservations: Sequence[Reservation] | None = None,
+    standby: bool = False,
 ) -> Snapshot:
     """The scheduler's view of the world now, read from the database; `jobs` from job_states
-    (the scheduler) or prospective (a spec weighed before submit)."""
+    (the scheduler) or prospective (a spec weighed before submit); `standby`: running jobs may
+    hold a standby beside them (the launcher can, and the operator allows it)."""
     return build(
         now=now,
         jobs=jobs,
@@ -164,6 +168,7 @@ def snapshot(
         budgets=budgets,
         spot_available=spot_available,
         calibration=calibration,
+        standby=standby,
     )
 
 
@@ -217,8 +222,25 @@ def measures(session: Session, jobs: Iterable[Job], *, speeds: Speeds) -> dict[s
     return _measured(session, wanted)
 
 
+def _current(attempt: JobAttempt | None) -> Current | None:
+    if attempt is None:
+        return None
+    placement = attempt.placement
+    return Current(
+        offer_key=placement.offer_key,
+        capacity_type=placement.capacity_type,
+        started_at=attempt.started_at or attempt.created_at,
+        reservation_id=placement.reservation_id,
+    )
+
+
 def job_state(
-    job: Job, attempt: JobAttempt | None = None, *, measured: Measured, speeds: Speeds
+    job: Job,
+    attempt: JobAttempt | None = None,
+    *,
+    measured: Measured,
+    speeds: Speeds,
+    standby: JobAttempt | None = None,
 ) -> JobState:
     """decide()'s view of a job from its row (and its open attempt, when it runs); `speeds`:
     the snapshot's table, replaced for this job by what its team measured when that changes it."""
@@ -226,15 +248,6 @@ def job_state(
     # None unless the measures change the table: a job with its own speeds is ranked anew.
     own = measured.speeds(speeds)
     table = own or speeds
-    current = None
-    if attempt is not None:
-        placement = attempt.placement
-        current = Current(
-            offer_key=placement.offer_key,
-            capacity_type=placement.capacity_type,
-            started_at=attempt.started_at or attempt.created_at,
-            reservation_id=placement.reservation_id,
-        )
     return JobState(
         id=job.id,
         team=job.team_id,
@@ -245,7 +258,8 @@ def job_state(
             spec, progress=job.progress, resume_from_step=job.resume_from_step, speeds=table
         ),
         state="running" if attempt is not None else "pending",
-        current=current,
+        current=_current(attempt),
+        standby=_current(standby),
         preemptions=job.preemptions,
         restarts=job.restarts,
         team_name=job.team.name if job.team is not None else None,
@@ -266,7 +280,10 @@ def job_states(
 ) -> list[JobState]:
     """The scheduler's jobs as decide() sees them, pending first: a pending job's spot offers
     that preempted it before its first checkpoint are backed off. A job whose stored spec does
-    not load is left out (logged): one unreadable job must not stop scheduling for everyone."""
+    not load is left out (logged): one unreadable job must not stop scheduling for everyone.
+    A running job's standby (among `running`) is seen as its `standby`, not as a second job."""
+    standbys = {job.id: attempt for job, attempt in running if attempt.standby}
+    running = [(job, attempt) for job, attempt in running if not attempt.standby]
     found = measures(session, [*pending, *(job for job, _ in running)], speeds=speeds)
     waiting = []
     for job in pending:
@@ -284,7 +301,9 @@ def job_states(
     return [
         *waiting,
         *(
-            job_state(job, attempt, measured=found[job.id], speeds=speeds)
+            job_state(
+                job, attempt, measured=found[job.id], speeds=speeds, standby=standbys.get(job.id)
+            )
             for job, attempt in running
         ),
     ]

@@ -5,9 +5,9 @@ Where decide() would move the job from on-demand back to spot (stopping on-deman
 standby does it without the risk: a launch that finds no capacity costs nothing and leaves
 on-demand running, and the changeover is spent while on-demand trains. Where decide() keeps the
 job on on-demand, a standby is still held when it pays for itself, judged from the job's own
-quantities as api/placement/slack.py judges (no fitted constants): the pool's learned spot
-lifetime L, the restart (changeover) time d, the reaction step g, the price ratio k =
-on-demand / spot, the work left w and the slack.
+quantities with the shipped rule, `api.placement.standby.standby_pays` (decide() holds its
+standbys by it): the pool's learned spot lifetime L, the restart (changeover) time d, the
+reaction step g, the price ratio k = on-demand / spot, the work left w and the slack.
 - The handover must keep the on-demand fallback: once on spot, a preemption costs a restart onto
   on-demand, so the slack after one more step must still hold it (slack >= g, where the slack
   already counts one restart: the rule's "leaving on-demand could not be undone in time").
@@ -23,12 +23,12 @@ outages to come, and a handover spends none of it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from api.placement.learning import SpotAttempt
+from api.placement.standby import standby_pays
 from benchmarks.spot.adapter import SIM_EPOCH, OursPolicy
 from benchmarks.spot.simulator import (
     ON_DEMAND,
@@ -42,19 +42,6 @@ from benchmarks.spot.simulator import (
 
 if TYPE_CHECKING:
     from api.pricing.preemption import PreemptionPrior
-
-
-def standby_pays(
-    *, lifetime: float, work_left: float, restart: float, step: float, price_ratio: float
-) -> bool:
-    """q (min(L, w) (k - 1) - [L < w] d k) > d + g, q = exp(-(d + g) / L); hours, spot prices."""
-    k, d, g = price_ratio, restart, step
-    if k <= 1.0 or lifetime <= 0.0:
-        return False
-    reaches = math.exp(-(d + g) / lifetime) if math.isfinite(lifetime) else 1.0
-    run = min(lifetime, work_left)
-    back = d * k if lifetime < work_left else 0.0
-    return reaches * (run * (k - 1.0) - back) > d + g
 
 
 def keeps_fallback(v: View) -> bool:

@@ -98,6 +98,8 @@ def event_line(event: JobEvent, *, simulated: bool = False) -> str:
     d = event.data
     attempt = f"attempt {d['attempt']}" if "attempt" in d else "job"
     to = event.to_status
+    if event.from_status == to and event.reason:
+        return event.reason  # a note (a standby held, a handover): it says it all
     reason = f": {event.reason}" if event.reason else ""
     if to == JobStatus.SCHEDULED and "offer" in d:
         figures = [f"{money(d.get('price_per_hour'))}/h"]
@@ -369,7 +371,7 @@ class Watch:
     def update(self, job: Job, events: Sequence[JobEvent]) -> None:
         since = None
         for event in events:
-            if event.to_status == job.status:
+            if event.to_status == job.status and event.from_status != event.to_status:
                 since = event.at
             if event.id not in self.seen:
                 self.seen.add(event.id)

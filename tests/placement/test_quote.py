@@ -241,3 +241,35 @@ def test_the_deadline_rule_leaves_room_for_on_demands_checkpoint_stalls() -> Non
     assert q is not None and q.spot_share > 0
     # (a preemption in the last seconds of slack still loses the save on the notice)
     assert q.p_meet_deadline > 0.95
+
+
+def test_a_standby_is_priced_where_decide_would_hold_one() -> None:
+    """The quote does what decide() will: without a deadline, a standby only where it beats
+    the move to spot (a pool likely to go during the changeover, api.placement.standby), billed
+    beside on-demand until it takes over with no changeover left; elsewhere the move."""
+    job = prospective(spec(10, None), team="t", team_name="t", now=NOW)
+
+    def priced(rate: float, standby: bool) -> Quote:
+        spot, od = options(rate)
+        sit = Situation(
+            job=job,
+            now=NOW,
+            hours_left=None,
+            restart_hours=0.2,
+            step_hours=1 / 60,
+            spot=spot,
+            pool=spot,
+            on_demand=od,
+            standby=standby,
+        )
+        q = quote(sit, reserved=None, spot_available_now=False)
+        assert q is not None
+        return q
+
+    # A pool that lives 20 h: the move is cheaper, and the quote is the move's.
+    assert priced(0.05, True) == priced(0.05, False)
+    # One that lives 6 min, under the 12 min changeover: most moves would be lost on the way.
+    plain, held = priced(10.0, False), priced(10.0, True)
+    assert held.expected_cost < 0.9 * plain.expected_cost
+    assert held.expected_hours < plain.expected_hours
+    assert held.spot_share > 0  # the standbys' minutes are spot hours, billed

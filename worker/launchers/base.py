@@ -129,3 +129,8 @@ def offset_logs(launcher: Launcher) -> OffsetLogs | None:
             f"the {launcher.name} launcher declares log offsets but has no read_log()"
         )
     return launcher
+
+
+def holds_standby(launcher: Launcher) -> bool:
+    """Whether the launcher runs a standby attempt beside a job's running attempt."""
+    return Capability.STANDBY in launcher.capabilities

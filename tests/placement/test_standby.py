@@ -1,0 +1,100 @@
+"""decide()'s make-before-break: a standby on spot beside a job running on on-demand, held where
+the rule would move the job to spot or where one pays for itself (api.placement.standby)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import timedelta
+
+from api.placement import Current, JobState, Migrate, Standby, decide
+from api.placement.slack import Choice, SlackView
+from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from gpujobs.spec import CapacityType
+from tests.placement.test_policy import NOW, OFFERS, job, snap
+
+OD = next(o for o in OFFERS if o.zone == "us-west-2b")
+
+
+def on_demand(hours_left_of_work: float = 5.0, *, deadline: float | None = 40) -> JobState:
+    base = job(1, hours=10, deadline=deadline)
+    return replace(
+        base,
+        remaining_hours=hours_left_of_work,
+        state="running",
+        current=Current(OD.key, CapacityType.ON_DEMAND, NOW - timedelta(hours=1)),
+    )
+
+
+def test_where_the_rule_would_move_to_spot_a_standby_is_held_instead() -> None:
+    (d,) = decide(snap([on_demand()], standby=True))
+    assert isinstance(d, Standby)
+    assert d.to.plan.capacity_type == "spot" and d.to.plan.offer.zone == "us-east-1b"
+    assert d.reason.startswith("spot is back")
+    # Without the launcher's standby, the move stops on-demand first, as before.
+    (moved,) = decide(snap([on_demand()]))
+    assert isinstance(moved, Migrate)
+
+
+def test_a_job_holding_a_standby_is_left_to_its_handover() -> None:
+    held = replace(
+        on_demand(), standby=Current(OFFERS[1].key, CapacityType.SPOT, NOW - timedelta(minutes=1))
+    )
+    assert decide(snap([held], standby=True)) == []
+    assert decide(snap([held])) == []  # not migrated either: the handover moves it
+
+
+def test_a_standby_pays_for_itself_where_the_rule_keeps_on_demand() -> None:
+    """Little slack: the rule keeps on-demand (a move would spend a restart it cannot afford),
+    but a standby spends its changeover while on-demand trains; it is held while the fallback
+    to on-demand still fits after one more step."""
+    tight = on_demand(9.0, deadline=9.3)
+    assert decide(snap([tight])) == []  # the rule alone stays on on-demand
+    (d,) = decide(snap([tight], standby=True))
+    assert isinstance(d, Standby) and d.reason.startswith("a standby on spot pays for itself")
+    # No room for a restart back onto on-demand after the handover: none.
+    assert decide(snap([on_demand(9.0, deadline=9.2)], standby=True)) == []
+
+
+def test_spot_only_or_no_spot_offer_holds_no_standby() -> None:
+    no_spot = frozenset((o.zone, o.instance_type, CapacityType.SPOT) for o in OFFERS)
+    assert decide(snap([on_demand()], standby=True, unavailable=no_spot)) == []
+
+
+def test_a_standby_pays_when_its_expected_run_saves_more_than_its_overlap() -> None:
+    terms = {"work_left": 10.0, "restart": 0.2, "step": 0.05, "price_ratio": 3.0}
+    assert standby_pays(lifetime=math.inf, **terms)
+    assert standby_pays(lifetime=5.0, **terms)
+    assert not standby_pays(lifetime=0.1, **terms)  # preempted before its handover, likely
+    assert not standby_pays(lifetime=5.0, **{**terms, "price_ratio": 1.0})
+    # at the end of the work there is nothing left to save
+    assert not standby_pays(lifetime=5.0, **{**terms, "work_left": 0.1})
+
+
+def test_the_fallback_must_fit_after_the_handover_and_one_more_step() -> None:
+    def view(hours_left: float) -> SlackView:
+        return SlackView(
+            hours_left=hours_left,
+            work_left=5.0,
+            on=Choice.ON_DEMAND,
+            changeover_left=0.0,
+            spot_available=True,
+            restart_hours=0.25,
+            step_hours=0.05,
+            initial_slack=10.0,
+            window_hours=30.0,
+            spot_lifetime_hours=5.0,
+            price_ratio=3.0,
+        )
+
+    assert keeps_fallback(view(5.30))
+    assert not keeps_fallback(view(5.29))
+
+
+def test_without_a_deadline_the_move_is_cheaper_unless_the_pool_goes_during_it() -> None:
+    (d,) = decide(snap([on_demand(deadline=None)], standby=True))
+    assert isinstance(d, Migrate)  # the shipped priors' pools outlive a changeover many times
+    terms = {"restart": 0.2, "step": 0.02, "price_ratio": 3.0}
+    assert not standby_beats_move(lifetime=20.0, **terms)
+    assert standby_beats_move(lifetime=0.1, **terms)  # gone before most changeovers end
+    assert not standby_beats_move(lifetime=2.0, **terms)

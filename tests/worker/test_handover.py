@@ -1,0 +1,362 @@
+"""Make-before-break on the control plane (worker.handover): a real database (SQLite and
+PostgreSQL), the real scheduler, reconciler and API service; the launcher's observations are
+scripted. Each step is taken by a pass of its own, so a pass that never happens (a worker killed
+between two) is a test of crash safety: the next pass takes the same step from the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.auth import Principal, authenticate
+from api.database import transaction
+from api.jobs import service as jobs
+from api.models import CapacityOutage, JobAttempt, utcnow
+from api.money import cost_microusd
+from api.settings import Settings
+from gpujobs.resources import JobStatus, ProgressReport
+from gpujobs.runtime import EXIT_PREEMPTED, StandbyAnswer, StandbyCall
+from tests.worker.support import (
+    Clock,
+    RecordingLauncher,
+    attempts,
+    control_plane,
+    count,
+    events,
+    handle_of,
+    job,
+    principal,
+    submit,
+)
+from worker.control import ControlPlane
+from worker.launchers.base import Capability, ObservedState
+from worker.reconciler import reconcile_once
+from worker.scheduler import schedule_once
+
+S = JobStatus
+
+
+@dataclass
+class StandbyLauncher(RecordingLauncher):
+    capabilities: frozenset[Capability] = field(
+        default_factory=lambda: frozenset({Capability.SPOT_AVAILABILITY, Capability.STANDBY})
+    )
+
+
+@dataclass
+class World:
+    cp: ControlPlane
+    launcher: StandbyLauncher
+    clock: Clock
+    factory: sessionmaker[Session]
+    who: Principal
+
+    def running_on_demand(self, *, deadline: bool = True) -> tuple[str, str]:
+        """A job on on-demand, running: (job id, attempt id). With a deadline: estimated at 1 h
+        with little slack, placed on on-demand once waiting for spot (out) would risk it; then
+        its trainer measures a rate that leaves half an hour of work, so slack is back."""
+        self.launcher.spot = False
+        limits = {"estimated_hours": 1.0, "deadline_hours": 1.05} if deadline else {}
+        job_id = submit(self.factory, self.who, capacity={"types": ["spot", "on_demand"]}, **limits)
+        placed = schedule_once(self.cp).placed
+        while not placed:  # it waits for spot while the slack allows
+            self.clock.advance(60)
+            placed = schedule_once(self.cp).placed
+        self.launcher.script(placed[0], ObservedState.RUNNING)
+        reconcile_once(self.cp)
+        assert job(self.factory, job_id).status == S.RUNNING.value
+        assert attempts(self.factory, job_id)[0].capacity_type == "on_demand"
+        if deadline:
+            # 100 steps of 8 samples at 0.89 samples/s: 50 steps left are 0.125 h of work.
+            self.report(job_id, placed[0], step=50, checkpoint=50, samples_per_s=0.89)
+        return job_id, placed[0]
+
+    def hold_standby(self, job_id: str) -> str:
+        """Spot is back: the scheduler holds a standby on it; returns its attempt id."""
+        self.launcher.spot = True
+        result = schedule_once(self.cp)
+        assert result.standbys == 1 and result.migrated == 0, result
+        standby = attempts(self.factory, job_id)[-1]
+        assert standby.standby and standby.capacity_type == "spot"
+        return standby.id
+
+    def ask(self, job_id: str, attempt_id: str) -> StandbyAnswer:
+        """What the standby's trainer asks, with its own job token, through the API service."""
+        request = next(r for r in self.launcher.launches if r.attempt_id == attempt_id)
+        with transaction(self.factory) as session:
+            who = authenticate(session, authorization=f"Bearer {request.job_token}", admin_token="")
+            answer, _ = jobs.standby_answer(
+                session,
+                principal=who,
+                job_id=job_id,
+                call=StandbyCall(attempt_id=attempt_id),
+                now=utcnow(),
+            )
+        return answer
+
+    def report(
+        self,
+        job_id: str,
+        attempt_id: str,
+        *,
+        step: int,
+        checkpoint: int,
+        samples_per_s: float | None = None,
+    ) -> None:
+        request = next(r for r in self.launcher.launches if r.attempt_id == attempt_id)
+        with transaction(self.factory) as session:
+            who = authenticate(session, authorization=f"Bearer {request.job_token}", admin_token="")
+            jobs.report_progress(
+                session,
+                principal=who,
+                job_id=job_id,
+                report=ProgressReport(
+                    attempt_id=attempt_id,
+                    step=step,
+                    total_steps=100,
+                    checkpoint_step=checkpoint,
+                    samples_per_s=samples_per_s,
+                ),
+            )
+
+    def attempt(self, attempt_id: str) -> JobAttempt:
+        with self.factory() as session:
+            row = session.get(JobAttempt, attempt_id)
+            assert row is not None
+            return row
+
+    def notes(self, job_id: str) -> list[str]:
+        return [
+            e.reason or "" for e in events(self.factory, job_id) if e.from_status == e.to_status
+        ]
+
+    def statuses(self, job_id: str) -> list[str]:
+        return [e.to_status for e in events(self.factory, job_id) if e.from_status != e.to_status]
+
+
+@pytest.fixture
+def world(settings: Settings, session_factory: sessionmaker[Session]) -> World:
+    launcher = StandbyLauncher()
+    clock = Clock()
+    return World(
+        cp=control_plane(settings, session_factory, launcher, clock),
+        launcher=launcher,
+        clock=clock,
+        factory=session_factory,
+        who=principal(session_factory),
+    )
+
+
+def test_a_job_is_handed_from_on_demand_to_spot_without_stopping(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    request = world.launcher.launches[-1]
+    assert request.attempt_id == standby_id and request.run_config.standby
+    assert request.placement.capacity_type.value == "spot"
+    assert world.notes(job_id)[-1].startswith("standby on spot ")
+
+    # Held, not yet running: nothing is billed, the running attempt is left alone.
+    world.launcher.script(standby_id, ObservedState.PENDING)
+    reconcile_once(world.cp)
+    assert world.attempt(standby_id).started_at is None
+    assert world.launcher.cancels == []
+    # Capacity found: billed from its launch; its trainer has not asked yet, so no handover.
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.clock.advance(60)
+    reconcile_once(world.cp)
+    assert world.attempt(standby_id).started_at is not None
+    assert world.launcher.cancels == []
+    # A second scheduling pass holds no second standby and moves nothing.
+    again = schedule_once(world.cp)
+    assert again.standbys == 0 and again.migrated == 0
+    # Its trainer waits: the answer is wait, and the running attempt is released.
+    assert world.ask(job_id, standby_id).action == "wait"
+    world.report(job_id, running_id, step=60, checkpoint=55)
+    reconcile_once(world.cp)
+    assert world.attempt(running_id).stop_reason == "handover"
+    assert world.launcher.cancels == [handle_of(running_id)]
+    assert world.ask(job_id, standby_id).action == "wait"  # it still trains: no go yet
+    # A pass while it checkpoints sends the stop again (a lost stop costs one pass).
+    reconcile_once(world.cp)
+    assert world.launcher.cancels == [handle_of(running_id)] * 2
+    # It checkpoints on the notice and exits: handed over in one transaction.
+    world.report(job_id, running_id, step=61, checkpoint=61)
+    world.clock.advance(30)
+    world.launcher.script(running_id, ObservedState.FAILED, exit_code=EXIT_PREEMPTED)
+    reconcile_once(world.cp)
+
+    old, new = world.attempt(running_id), world.attempt(standby_id)
+    assert old.end_reason == "handed_over" and old.steps_lost == 0 and old.cost_microusd
+    assert not new.standby and new.ended_at is None and new.resume_from_step == 61
+    answer = world.ask(job_id, standby_id)
+    assert answer.action == "go" and answer.resume_from_step == 61
+    the_job = job(world.factory, job_id)
+    assert the_job.status == S.RUNNING.value
+    assert the_job.preemptions == 0 and the_job.restarts == 0
+    # The job never left RUNNING, and the events say what happened and what it cost.
+    assert world.statuses(job_id) == ["PENDING", "SCHEDULED", "RUNNING"]
+    handed = world.notes(job_id)[-1]
+    assert new.started_at is not None and old.ended_at is not None
+    overlap = cost_microusd(
+        price_per_hour=new.price_per_hour, started_at=new.started_at, ended_at=old.ended_at
+    )
+    assert handed.startswith(f"handed over at step 61 from attempt {old.number} (on-demand")
+    assert f"to attempt {new.number} (spot" in handed and "0 steps lost" in handed
+    assert f"${overlap / 1e6:.4f}" in handed
+    # The promoted attempt is the job's: its progress is taken, the old one's refused.
+    world.report(job_id, standby_id, step=65, checkpoint=61)
+    with pytest.raises(Exception, match="no longer current"):
+        world.report(job_id, running_id, step=66, checkpoint=61)
+    # It runs on spot now: the scheduler leaves it there.
+    assert schedule_once(world.cp).migrated == 0
+    assert len(attempts(world.factory, job_id)) == 2
+
+
+def test_a_standby_that_finds_no_capacity_costs_nothing_and_the_job_runs_on(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.NO_CAPACITY, message="no spot GPUs")
+
+    reconcile_once(world.cp)
+
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "no_capacity" and standby.cost_microusd == 0
+    assert count(world.factory, CapacityOutage) == 1
+    assert world.attempt(running_id).ended_at is None
+    assert world.launcher.cancels == []
+    assert job(world.factory, job_id).status == S.RUNNING.value
+    assert "ended before the handover (no capacity: no spot GPUs)" in world.notes(job_id)[-1]
+    # That pool is out for a while: a new standby, if any, goes to another.
+    schedule_once(world.cp)
+    lost = (standby.zone, standby.instance_type)
+    assert all((a.zone, a.instance_type) != lost for a in attempts(world.factory, job_id)[2:])
+
+
+def test_a_standby_preempted_before_the_handover_is_billed_and_leaves_the_job_running(
+    world: World,
+) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    world.clock.advance(600)
+    world.launcher.script(standby_id, ObservedState.PREEMPTED)
+
+    reconcile_once(world.cp)
+
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "preempted"
+    assert standby.started_at is not None and standby.ended_at is not None
+    assert standby.cost_microusd == cost_microusd(
+        price_per_hour=standby.price_per_hour,
+        started_at=standby.started_at,
+        ended_at=standby.ended_at,
+    )
+    assert standby.cost_microusd > 0
+    the_job = job(world.factory, job_id)
+    assert the_job.status == S.RUNNING.value and the_job.preemptions == 0
+    assert world.attempt(running_id).stop_reason is None
+    assert world.ask(job_id, standby_id).action == "stop"
+    # The job's cost so far counts both attempts' minutes.
+    with world.factory() as session:
+        spent = jobs.spends(session, jobs=[the_job])[job_id].cost_microusd
+    assert spent >= standby.cost_microusd
+
+
+def test_a_standby_lost_after_the_release_leaves_the_job_to_be_placed_again(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.ask(job_id, standby_id)
+    reconcile_once(world.cp)
+    assert world.attempt(running_id).stop_reason == "handover"
+    # The standby dies (SIGKILL) while the running attempt checkpoints.
+    world.launcher.script(standby_id, ObservedState.FAILED, exit_code=-9)
+    reconcile_once(world.cp)
+    assert world.attempt(standby_id).end_reason == "failed"
+    world.launcher.script(running_id, ObservedState.FAILED, exit_code=EXIT_PREEMPTED)
+
+    reconcile_once(world.cp)
+
+    assert world.attempt(running_id).end_reason == "handed_over"
+    the_job = job(world.factory, job_id)
+    assert the_job.status == S.PENDING.value and the_job.restarts == 0
+    assert world.statuses(job_id)[-2:] == ["PREEMPTED", "PENDING"]
+    # Placed again, on one attempt: nothing trains twice.
+    assert len(schedule_once(world.cp).placed) == 1
+    open_attempts = [a for a in attempts(world.factory, job_id) if a.ended_at is None]
+    assert len(open_attempts) == 1 and not open_attempts[0].standby
+
+
+def test_the_old_attempt_killed_during_the_handover_still_hands_over(world: World) -> None:
+    """SIGKILL of the released attempt: its last checkpoint is older, and the standby resumes
+    from it (the trainer restores the newest complete checkpoint); the steps since are lost."""
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.ask(job_id, standby_id)
+    world.report(job_id, running_id, step=60, checkpoint=55)
+    reconcile_once(world.cp)
+    world.launcher.script(running_id, ObservedState.FAILED, exit_code=-9)
+
+    reconcile_once(world.cp)
+
+    old = world.attempt(running_id)
+    assert old.end_reason == "handed_over" and old.steps_lost == 5
+    assert world.ask(job_id, standby_id) == StandbyAnswer(action="go", resume_from_step=55)
+    assert "5 steps lost" in world.notes(job_id)[-1]
+
+
+def test_a_job_that_finishes_before_the_handover_stops_its_standby(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.launcher.script(running_id, ObservedState.SUCCEEDED, exit_code=0)
+
+    reconcile_once(world.cp)  # the job succeeds; its standby is stopped
+    reconcile_once(world.cp)
+
+    assert job(world.factory, job_id).status == S.SUCCEEDED.value
+    assert handle_of(standby_id) in world.launcher.cancels
+    assert world.attempt(standby_id).ended_at is None  # billed until it has gone
+    world.launcher.script(standby_id, ObservedState.CANCELLED)
+    reconcile_once(world.cp)
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "standby_stopped" and standby.cost_microusd is not None
+
+
+def test_a_cancel_stops_both_attempts(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    with transaction(world.factory) as session:
+        jobs.cancel(session, principal=world.who, job_id=job_id)
+    world.launcher.script(running_id, ObservedState.CANCELLED)
+    world.launcher.script(standby_id, ObservedState.CANCELLED)
+
+    reconcile_once(world.cp)
+
+    assert set(world.launcher.cancels) >= {handle_of(running_id), handle_of(standby_id)}
+    assert all(a.end_reason == "cancelled" for a in attempts(world.factory, job_id))
+
+
+def test_without_the_capability_or_the_setting_the_job_migrates_as_before(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    for launcher, allowed in ((RecordingLauncher(), True), (StandbyLauncher(), False)):
+        world = World(
+            cp=control_plane(
+                settings.model_copy(update={"standby": allowed}), session_factory, launcher
+            ),
+            launcher=launcher,  # type: ignore[arg-type]
+            clock=Clock(),
+            factory=session_factory,
+            who=principal(session_factory, team=f"team-{int(allowed)}-{launcher.name}"),
+        )
+        job_id, _ = world.running_on_demand()
+        world.launcher.spot = True
+        result = schedule_once(world.cp)
+        assert result.standbys == 0 and result.migrated == 1, result
+        assert not any(a.standby for a in attempts(world.factory, job_id))

@@ -1,0 +1,34 @@
+"""Closing an attempt puts it on the ledger: what it cost, and what its job lost with it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from api import metrics
+from api.models import Job, JobAttempt
+from api.money import MICRO, cost_microusd
+
+
+def close(
+    session: Session, *, attempt: JobAttempt, job: Job | None, now: datetime, end_reason: str
+) -> None:
+    """End the attempt and put it on the ledger: cost = price x the time it held capacity."""
+    attempt.ended_at = now
+    attempt.end_reason = end_reason
+    started = attempt.started_at
+    attempt.cost_microusd = (
+        cost_microusd(price_per_hour=attempt.price_per_hour, started_at=started, ended_at=now)
+        if started is not None and started < now
+        else 0
+    )
+    metrics.record_dollars(attempt.cost_microusd / MICRO)
+    if attempt.standby:
+        return  # never the job's attempt: the job's steps are not its to lose
+    progress = (job.progress if job else None) or {}
+    step = progress.get("step")
+    checkpoint = job.resume_from_step if job else None
+    if step is not None:
+        attempt.end_step = int(step)
+        attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))

@@ -1,0 +1,232 @@
+"""Make-before-break: a standby attempt beside the running one, and the handover between them.
+
+The steps, each taken by a reconciling pass in its own transaction from what the database and
+the launcher say now, so a worker killed between any two of them loses nothing:
+
+1. **Held.** The scheduler adds the standby (`job_attempts.standby`, worker.scheduler) and
+   launches it with `RunConfig.standby`: its trainer builds, then asks the API whether to go.
+2. **Ready.** Its first call records `ready_at` (api.jobs.service.standby_answer).
+3. **Released.** Once the standby is ready and the running attempt has started, the running
+   attempt is marked `stop_reason = "handover"` and stopped: its trainer checkpoints on the
+   notice and exits. The stop is sent again on every pass while it runs (a crash between the
+   mark and the stop, or a lost signal, costs one pass).
+4. **Handed over.** When the launcher reports the running attempt gone, one transaction closes
+   it (`handed_over`) and promotes the standby (`standby = False`): from then on the API answers
+   the standby `go`, and it restores the newest checkpoint and trains.
+
+Exactly one attempt trains at any moment: the standby may train only once it is promoted, and it
+is promoted only after the launcher has seen the old attempt's trainer gone. A standby that gets
+no capacity, is preempted or dies before the handover costs its own minutes and leaves the job
+running; one lost after the release leaves the job to be placed again from its checkpoint, as a
+migration does. A standby whose job no longer runs where it stood (ended, moved, stopping) is
+stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from api.catalog.repository import mark_outage
+from api.jobs import lifecycle
+from api.models import Job, JobAttempt
+from api.money import MICRO, cost_microusd
+from gpujobs.resources import JobStatus
+from worker import repository as repo
+from worker.billing import close
+from worker.control import ControlPlane
+from worker.launchers.base import Observation, ObservedState
+from worker.outcomes import PREEMPTED_EXIT_CODES
+
+HANDOVER = "handover"  # stop_reason of a running attempt handing over to its standby
+HANDED_OVER = "handed_over"  # its end_reason
+STANDBY_STOP = "standby_stop"  # stop_reason of a standby no longer wanted
+STANDBY_STOPPED = "standby_stopped"  # its end_reason
+
+# What the launcher may still report while an attempt's processes or pods live on.
+STILL_THERE = frozenset({ObservedState.RUNNING, ObservedState.PENDING})
+
+
+@dataclass
+class Step:
+    """What a pass did to a job's standby: how many changes, and which handles to stop once the
+    transaction has committed (launcher IO never happens inside one)."""
+
+    changed: int = 0
+    stop: list[str] = field(default_factory=list)
+
+
+def observe_standby(
+    session: Session,
+    *,
+    cp: ControlPlane,
+    standby: JobAttempt,
+    job: Job,
+    observation: Observation,
+    now: datetime,
+) -> Step:
+    """Apply one observation of a standby (both rows locked by the caller): bill it once it
+    runs, close it when it has gone, stop it when it is no longer wanted, and release the running
+    attempt once it is ready."""
+    state = observation.state
+    if state == ObservedState.RUNNING and standby.started_at is None:
+        standby.started_at = standby.launched_at or now  # it holds capacity: billing starts
+    if state not in STILL_THERE:
+        _close_lost(session, cp=cp, standby=standby, job=job, observation=observation, now=now)
+        return Step(changed=1)
+    running = repo.open_attempt(session, job_id=job.id, for_update=True)
+    wanted = (
+        job.status == JobStatus.RUNNING.value
+        and running is not None
+        and running.stop_reason in (None, HANDOVER)
+    )
+    if not wanted:
+        first = standby.stop_reason is None
+        standby.stop_reason = STANDBY_STOP
+        if first and not JobStatus(job.status).terminal:
+            lifecycle.note(
+                session,
+                job,
+                reason=f"standby attempt {standby.number} stopped: attempt "
+                f"{running.number if running else '-'} it stood beside no longer runs",
+                data={"standby_attempt": standby.number},
+            )
+        return Step(
+            changed=int(first), stop=[standby.launch_handle] if standby.launch_handle else []
+        )
+    assert running is not None
+    if (
+        standby.ready_at is not None
+        and running.stop_reason is None
+        and running.started_at is not None
+        and running.launch_handle is not None
+    ):
+        running.stop_reason = HANDOVER
+        lifecycle.note(
+            session,
+            job,
+            reason=f"handover: attempt {running.number} checkpoints and stops; standby attempt "
+            f"{standby.number} on {_capacity(standby)} takes over from that step",
+            data={"attempt": running.number, "standby_attempt": standby.number},
+        )
+        return Step(changed=1, stop=[running.launch_handle])
+    return Step()
+
+
+def complete(
+    session: Session, *, old: JobAttempt, job: Job, observation: Observation, now: datetime
+) -> None:
+    """The released attempt has gone (checkpointed on the notice, or killed): close it and
+    promote the standby in one transaction, or, with no standby left to take over, place the
+    job again from its checkpoint."""
+    old.exit_code = observation.exit_code
+    close(session, attempt=old, job=job, now=now, end_reason=HANDED_OVER)
+    if JobStatus(job.status) != JobStatus.RUNNING:
+        return  # a cancel won the race: the job stays where it is
+    standby = repo.open_standby(session, job_id=job.id, for_update=True)
+    data: dict[str, object] = {"attempt": old.number, "end_reason": HANDED_OVER}
+    if old.end_step is not None:
+        data["step"] = old.end_step
+    if old.steps_lost is not None:
+        data["steps_lost"] = old.steps_lost
+    if job.resume_from_step is not None:
+        data["resume_from_step"] = job.resume_from_step
+    if standby is None or standby.ready_at is None or standby.stop_reason is not None:
+        reason = "the standby was lost during the handover: placing again from the checkpoint"
+        for status in (JobStatus.PREEMPTED, JobStatus.PENDING):
+            lifecycle.switch_status(session, job, status, reason=reason, data=data)
+        return
+    standby.standby = False
+    standby.resume_from_step = job.resume_from_step
+    if standby.started_at is None:
+        standby.started_at = standby.launched_at or now
+    overlap = cost_microusd(
+        price_per_hour=standby.price_per_hour,
+        started_at=standby.started_at,
+        ended_at=max(now, standby.started_at),
+    )
+    step = job.resume_from_step or 0
+    lost = old.steps_lost or 0
+    reason = (
+        f"handed over at step {step} from attempt {old.number} ({_capacity(old)}) to attempt "
+        f"{standby.number} ({_capacity(standby)}), {lost} steps lost; the overlap cost "
+        f"${overlap / MICRO:.4f}"
+    )
+    job.status_reason = reason
+    lifecycle.note(
+        session,
+        job,
+        reason=reason,
+        data={
+            **data,
+            "to_attempt": standby.number,
+            "to_attempt_id": standby.id,
+            "capacity_type": standby.capacity_type,
+            "overlap_cost": round(overlap / MICRO, 6),
+        },
+    )
+
+
+def _close_lost(
+    session: Session,
+    *,
+    cp: ControlPlane,
+    standby: JobAttempt,
+    job: Job,
+    observation: Observation,
+    now: datetime,
+) -> None:
+    """A standby that went before any handover: on the ledger, with what it taught of its pool
+    (a preemption, no capacity), and a line on the job; the job runs on as it was."""
+    state, code = observation.state, observation.exit_code
+    if standby.stop_reason == STANDBY_STOP:
+        end_reason = STANDBY_STOPPED
+    elif state == ObservedState.NO_CAPACITY:
+        end_reason = "no_capacity"
+    elif state == ObservedState.PREEMPTED or (
+        state == ObservedState.FAILED and code in PREEMPTED_EXIT_CODES
+    ):
+        end_reason = "preempted"
+    elif state == ObservedState.LOST:
+        end_reason = "lost"
+    else:
+        end_reason = "failed"
+    standby.exit_code = code
+    if (
+        end_reason != STANDBY_STOPPED
+        and standby.started_at is None
+        and state != ObservedState.NO_CAPACITY
+    ):
+        standby.started_at = standby.launched_at  # it held capacity from its launch all the same
+    close(session, attempt=standby, job=job, now=now, end_reason=end_reason)
+    if end_reason == "no_capacity":
+        placement = standby.placement
+        mark_outage(
+            session,
+            zone=placement.zone,
+            instance_type=placement.instance_type,
+            capacity_type=placement.capacity_type,
+            until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
+            reason=observation.message or "no capacity",
+        )
+    if end_reason == STANDBY_STOPPED or JobStatus(job.status).terminal:
+        return
+    detail = f": {observation.message}" if observation.message else ""
+    lifecycle.note(
+        session,
+        job,
+        reason=f"standby attempt {standby.number} on {_capacity(standby)} ended before the "
+        f"handover ({end_reason.replace('_', ' ')}{detail}); it cost "
+        f"${(standby.cost_microusd or 0) / MICRO:.4f} and the job runs on",
+        data={
+            "standby_attempt": standby.number,
+            "end_reason": end_reason,
+            "cost": (standby.cost_microusd or 0) / MICRO,
+        },
+    )
+
+
+def _capacity(attempt: JobAttempt) -> str:
+    return f"{attempt.capacity_type.replace('_', '-')} {attempt.zone}"
