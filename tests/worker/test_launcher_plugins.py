@@ -19,6 +19,7 @@ from worker.launchers.base import (
     Observation,
     ObservedState,
     drains,
+    holds_standby,
     offset_logs,
     spot_probe,
 )
@@ -44,7 +45,19 @@ def test_each_shipped_launcher_has_what_it_declares(tmp_path: Path) -> None:
         assert (drains(launcher) is not None) == (Capability.DRAIN in declared)
         assert (spot_probe(launcher) is not None) == (Capability.SPOT_AVAILABILITY in declared)
         assert (offset_logs(launcher) is not None) == (Capability.LOG_OFFSET in declared)
-        assert Capability.STANDBY not in declared  # reserved: no launcher keeps standby yet
+        assert holds_standby(launcher) == (Capability.STANDBY in declared)
+
+
+def test_both_shipped_launchers_run_a_standby_beside_the_running_attempt(tmp_path: Path) -> None:
+    """Make-before-break (#25) needs it of both; what it means is tested on each, with real
+    processes (tests/worker/test_local_launcher_standby.py) and on the API
+    (tests/launchers/test_k8s_standby.py)."""
+    assert [holds_standby(launcher) for launcher in shipped(tmp_path)] == [True, True]
+
+
+def test_standby_is_answered_by_what_a_launcher_declares() -> None:
+    assert holds_standby(Boasting())
+    assert not holds_standby(Modest())
 
 
 class Boasting:
@@ -64,6 +77,13 @@ class Boasting:
 
     def logs(self, handle: str, *, follow: bool = False) -> Iterator[str]:
         return iter(())
+
+
+class Modest(Boasting):
+    """Declares nothing beyond the protocol's four calls."""
+
+    name = "modest"
+    capabilities: frozenset[Capability] = frozenset()
 
 
 def test_a_capability_declared_but_missing_is_an_error_not_a_silent_no() -> None:

@@ -4,7 +4,8 @@ Launchers see plain values, never ORM objects, so a launch can be retried from a
 `launch` is idempotent per attempt: launching the same attempt twice finds the first one.
 
 What only some launchers can do, each declares in `capabilities`; callers ask for it by name
-(`drains`, `spot_probe`, `offset_logs`), which gives the launcher typed as able, or None.
+(`drains`, `spot_probe`, `offset_logs`), which gives the launcher typed as able, or None; a
+capability with no calls of its own (`standby`) is a yes or no.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ class Capability(StrEnum):
     DRAIN = "drain"  # stops this machine's attempts as a spot notice would (Drains)
     SPOT_AVAILABILITY = "spot_availability"  # tells whether spot is offered now (SpotProbe)
     LOG_OFFSET = "log_offset"  # reads a log from a byte offset, a chunk at a time (OffsetLogs)
-    STANDBY = "standby"  # reserved: keeps capacity warm for the next attempt (none does yet)
+    # Runs a standby attempt beside the job's running attempt (make-before-break, #25): two
+    # attempts of one job at once, each stopped, observed and billed on its own.
+    STANDBY = "standby"
 
 
 class Launcher(Protocol):
@@ -132,5 +135,6 @@ def offset_logs(launcher: Launcher) -> OffsetLogs | None:
 
 
 def holds_standby(launcher: Launcher) -> bool:
-    """Whether the launcher runs a standby attempt beside a job's running attempt."""
+    """Whether the launcher may hold a standby attempt beside the job's running one. Nothing
+    to call: each is an attempt of its own, with its own handle, for the four calls above."""
     return Capability.STANDBY in launcher.capabilities

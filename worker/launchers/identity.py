@@ -3,7 +3,8 @@
 Why per job, not per team: a job's token, checkpoints and working files are its own, so a job
 whose dependencies turn hostile cannot reach even its own team's other jobs, and a uid's
 processes can signal or inspect only the job they belong to. Why not one uid for all trainers:
-then every team could read every other team's checkpoints.
+then every team could read every other team's checkpoints. Why not one per attempt: a job's
+attempts share its checkpoint directory (0700), a standby beside the running attempt included.
 
 A uid needs no passwd entry. It comes from a configured range, picked by hashing the job id and
 probing: `<registry>/<uid>` holds the job id that owns it, created atomically (link of a full

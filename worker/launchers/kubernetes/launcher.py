@@ -72,8 +72,10 @@ def _is(exc: ApiException, status: int) -> bool:
 class KubernetesLauncher:
     name = "kubernetes"
     # Spot comes and goes per node pool, which the cluster does not say ahead: no probe. Its
-    # pods die with their nodes, not with the worker: nothing to drain.
-    capabilities: frozenset[Capability] = frozenset()
+    # pods die with their nodes, not with the worker: nothing to drain. Standby: each attempt is
+    # its own Job, Secret and Service, named after the attempt and deleted by name, never by a
+    # job-wide selector, so a standby lives and ends beside the running attempt.
+    capabilities: frozenset[Capability] = frozenset({Capability.STANDBY})
 
     def __init__(
         self,

@@ -37,8 +37,16 @@ PREFIX = "local:"
 
 class LocalLauncher:
     name = "local"
+    # Standby: everything of an attempt is keyed by its id (its directory, lock, log, process
+    # group, market notice), never by its job's; only the job's uid and checkpoint directory are
+    # shared, as the standby must read the running attempt's checkpoint.
     capabilities = frozenset(
-        {Capability.DRAIN, Capability.SPOT_AVAILABILITY, Capability.LOG_OFFSET}
+        {
+            Capability.DRAIN,
+            Capability.SPOT_AVAILABILITY,
+            Capability.LOG_OFFSET,
+            Capability.STANDBY,
+        }
     )
 
     def __init__(
