@@ -51,6 +51,7 @@ from trainer.resume import (
     find_checkpoint,
 )
 from trainer.sampler import DataPosition, ResumableSampler
+from trainer.standby import StandbyGate
 from trainer.workloads import Workload, load_workload
 
 log = logging.getLogger(__name__)
@@ -290,15 +291,24 @@ class Trainer:
         return self._nothing_run(code, state, step=step)
 
     def _run(self) -> RunResult:
+        gate = self._standby_gate()
         store = open_store(
             self.config.checkpoint_uri,
             endpoint_url=self.config.s3_endpoint_url,
             create=self.dist.is_main,
         )
-        state = self._resume_point(store)
-        if self._noticed():
-            return self._stop_before_training(state)
-        self._build()
+        if gate is None:
+            state = self._resume_point(store)
+            if self._noticed():
+                return self._stop_before_training(state)
+            self._build()
+        else:
+            # Built first, the store read only once handed over: until then another attempt
+            # writes newer checkpoints there, to resume from and not to clean up.
+            self._build()
+            if (stood_down := self._stand_by(gate)) is not None:
+                return stood_down
+            state = self._resume_point(store)
         self._open_checkpointer(store, state)
         step = self._resume(state)
         if self._noticed():
@@ -314,6 +324,28 @@ class Trainer:
             self.stream.close()
             if reporter is not None:
                 reporter.close()
+
+    def _standby_gate(self) -> StandbyGate | None:
+        if not self.config.standby:
+            return None
+        return StandbyGate.from_config(
+            self.config,
+            self.environ,
+            dist=self.dist,
+            notice=self.notice,
+            progress=self.progress,
+        )
+
+    def _stand_by(self, gate: StandbyGate) -> RunResult | None:
+        """None once handed over; else how the standby ended: nothing saved, nothing in the
+        store read or written, 76 (the control plane closes the standby itself)."""
+        answer = gate.wait()
+        if answer is not None and answer.action == "go":
+            return None
+        self.stream.close()
+        if answer is None:
+            return self._stop_before_training(None)
+        return self._nothing_run(EXIT_PREEMPTED_NO_CHECKPOINT, None, step=0)
 
     def _resume_point(self, store: Store) -> CheckpointState | None:
         """The checkpoint to resume from, refused before anything is built if it computes
