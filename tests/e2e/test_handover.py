@@ -22,14 +22,15 @@ from typing import Any
 import pytest
 import torch
 
+from api.pricing.cost_model import LOCAL_RESTART_HOURS
 from devstack.stack import ROOT, Stack, wait_for
 from devstack.workloads import TINY_GPT, trainer_steps_per_second
 from trainer.checkpoint.reader import load_latest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
-# Spot is out for the first 10 s, then stays.
-TRACE = [0, 0] + [1] * 500
+# Spot is out for the first 20 s, then stays.
+TRACE = [0] * 4 + [1] * 500
 TICK_S = 5.0
 
 
@@ -46,15 +47,20 @@ def trainer_spec(steps: int) -> dict[str, Any]:
 
 
 def submit(stack: Stack, tmp_path: Path, *, work_s: float) -> tuple[str, dict[str, Any]]:
-    """A job of about `work_s` seconds of training on this machine, spot or on-demand, no
-    deadline: placed on on-demand while spot is out."""
+    """A job of about `work_s` seconds of training on this machine, spot or on-demand, estimated
+    at three times that with a deadline that leaves no room to wait: placed on on-demand while
+    spot is out. Once its trainer has measured its rate, the deadline has slack again, and spot
+    is back: a standby takes it over."""
     rate = trainer_steps_per_second(trainer_spec(steps=1), scratch=tmp_path)
     trainer = trainer_spec(steps=max(400, int(rate * work_s)))
+    estimated = 3 * work_s / 3600
     spec = {
         "name": "handover",
         "trainer": trainer,
         "capacity": {"types": ["spot", "on_demand"]},
-        "estimated_hours": work_s / 3600,
+        "estimated_hours": estimated,
+        # the local launcher's restart (36 s) and 2 s: on-demand at once
+        "deadline_hours": estimated + LOCAL_RESTART_HOURS + 2 / 3600,
     }
     return stack.submit(spec), trainer
 
