@@ -163,7 +163,7 @@ def _choice(sit: Situation) -> tuple[Verdict, SlackView | None]:
     if current is not None:
         on = Choice.SPOT if current.capacity_type == CapacityType.SPOT else Choice.ON_DEMAND
         ran = _hours(sit.now - current.started_at)
-        changeover_left = max(0.0, sit.restart_hours - ran)
+        changeover_left = 0.0 if current.warm else max(0.0, sit.restart_hours - ran)
     view = sit.view(
         sit.terms(),
         hours_left=hours_left,

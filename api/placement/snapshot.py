@@ -23,6 +23,8 @@ class Current:
     capacity_type: CapacityType
     started_at: datetime  # start of the current attempt (its restart delay counts from here)
     reservation_id: str | None = None
+    # A standby handed over: its restart was spent beside the attempt it took over from.
+    warm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,6 +231,7 @@ def _current(attempt: JobAttempt | None) -> Current | None:
         capacity_type=placement.capacity_type,
         started_at=attempt.started_at or attempt.created_at,
         reservation_id=placement.reservation_id,
+        warm=attempt.ready_at is not None,  # only a standby's trainer says it is ready
     )
 
 

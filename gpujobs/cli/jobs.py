@@ -159,7 +159,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         rows = [
             (
                 a.number,
-                render.capacity_name(a.capacity_type),
+                render.capacity_name(a.capacity_type) + (" standby" if a.standby else ""),
                 a.instance_type,
                 a.zone,
                 render.gpus_text(a.gpu_count, a.gpu_model, a.nodes),
@@ -173,6 +173,13 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             for a in attempts
         ]
         layout.table(ATTEMPT_COLUMNS, rows, out, width=width)
+    # Standbys held and lost, handovers: what the attempts table cannot say.
+    notes = [e for e in client.events(job.id) if e.from_status == e.to_status] if attempts else []
+    if notes:
+        out.write("\n")
+        for event in notes:
+            line = f"{render.when(event.at, seconds=True)}  {event.reason}"
+            layout.write_wrapped(out, line, width, indent=10)
     say_simulated(deployment, args, out)
     return OK
 

@@ -48,12 +48,13 @@ def trainer_spec(steps: int) -> dict[str, Any]:
 
 def submit(stack: Stack, tmp_path: Path, *, work_s: float) -> tuple[str, dict[str, Any]]:
     """A job of about `work_s` seconds of training on this machine, spot or on-demand, estimated
-    at three times that with a deadline that leaves no room to wait: placed on on-demand while
-    spot is out. Once its trainer has measured its rate, the deadline has slack again, and spot
-    is back: a standby takes it over."""
+    at ten times that with a deadline that leaves no room to wait: placed on on-demand while
+    spot is out. Once its trainer has measured its rate the deadline has slack again (ample, on
+    a machine up to several times slower than measured here), and spot is back: a standby takes
+    it over."""
     rate = trainer_steps_per_second(trainer_spec(steps=1), scratch=tmp_path)
     trainer = trainer_spec(steps=max(400, int(rate * work_s)))
-    estimated = 3 * work_s / 3600
+    estimated = 10 * work_s / 3600
     spec = {
         "name": "handover",
         "trainer": trainer,

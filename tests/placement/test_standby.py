@@ -8,6 +8,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 from api.placement import Current, JobState, Migrate, Standby, decide
+from api.placement.options import Market
+from api.placement.policy import _choice
+from api.placement.situation import situation
 from api.placement.slack import Choice, SlackView
 from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
 from gpujobs.spec import CapacityType
@@ -98,3 +101,17 @@ def test_without_a_deadline_the_move_is_cheaper_unless_the_pool_goes_during_it()
     assert not standby_beats_move(lifetime=20.0, **terms)
     assert standby_beats_move(lifetime=0.1, **terms)  # gone before most changeovers end
     assert not standby_beats_move(lifetime=2.0, **terms)
+
+
+def test_a_job_handed_over_to_spot_is_seen_with_no_changeover_left() -> None:
+    """The spot attempt a handover promoted spent its restart beside on-demand: decide() sees
+    it training at once (warm), not restarting, which is what keeps the safety net from sending
+    it straight back to on-demand with just the slack a handover keeps."""
+    spot = OFFERS[1]
+    warm = Current(spot.key, CapacityType.SPOT, NOW - timedelta(seconds=30), warm=True)
+    handed = replace(on_demand(9.0, deadline=9.3), current=warm)
+    view = _choice(situation(Market(snap([handed])), handed, NOW))[1]
+    assert view is not None and view.changeover_left == 0.0
+    cold = replace(handed, current=replace(warm, warm=False))
+    view = _choice(situation(Market(snap([cold])), cold, NOW))[1]
+    assert view is not None and view.changeover_left > 0.15  # restart (0.2 h) less 30 s
