@@ -188,6 +188,10 @@ def test_event_lines_say_where_the_job_went_and_why() -> None:
     )
     again = event("PENDING", "PREEMPTED", "spot capacity was reclaimed", resume_from_step=30)
     assert "will resume from step 30" in render.event_line(again)
+    # A note (no status change): a standby held, a handover; its reason is the whole line.
+    handed = "handed over at step 61 from attempt 1 (on-demand use1-az1) to attempt 2 (spot ..."
+    note = event("RUNNING", "RUNNING", handed, attempt=1, to_attempt=2, overlap_cost=0.01)
+    assert render.event_line(note) == handed
 
 
 def test_wait_timeout_exits_7(env: dict[str, str]) -> None:
