@@ -82,15 +82,25 @@ def observe_standby(
         and running is not None
         and running.stop_reason in (None, HANDOVER)
     )
-    if not wanted:
+    stuck = (
+        standby.ready_at is None
+        and standby.started_at is not None
+        and now - standby.started_at > timedelta(seconds=cp.settings.launch_timeout_s)
+    )
+    if not wanted or stuck:
         first = standby.stop_reason is None
         standby.stop_reason = STANDBY_STOP
         if first and not JobStatus(job.status).terminal:
+            why = (
+                f"its trainer did not wait within {cp.settings.launch_timeout_s:.0f} s of "
+                "getting capacity"
+                if wanted
+                else f"attempt {running.number if running else '-'} it stood beside no longer runs"
+            )
             lifecycle.note(
                 session,
                 job,
-                reason=f"standby attempt {standby.number} stopped: attempt "
-                f"{running.number if running else '-'} it stood beside no longer runs",
+                reason=f"standby attempt {standby.number} stopped: {why}",
                 data={"standby_attempt": standby.number},
             )
         return Step(

@@ -363,3 +363,35 @@ def test_without_the_capability_or_the_setting_no_standby_is_held(
         result = schedule_once(world.cp)
         assert result.standbys == 0, result
         assert not any(a.standby for a in attempts(world.factory, job_id))
+
+
+def test_a_standby_whose_launch_crashed_is_launched_by_the_next_pass_once(world: World) -> None:
+    """A worker killed between the standby's insert and its launch (the launch raises here):
+    the reconciler launches it, and there is still one standby."""
+    job_id, _ = world.running_on_demand()
+    world.launcher.fail_launches = 1
+    standby_id = world.hold_standby(job_id)
+    assert world.attempt(standby_id).launch_handle is None
+
+    reconcile_once(world.cp)
+    assert schedule_once(world.cp).standbys == 0  # one at a time, even unlaunched
+
+    assert world.attempt(standby_id).launch_handle == handle_of(standby_id)
+    launched = [r for r in world.launcher.launches if r.attempt_id == standby_id]
+    assert len(launched) == 2 and all(r.run_config.standby for r in launched)
+    assert sum(a.standby for a in attempts(world.factory, job_id)) == 1
+
+
+def test_a_standby_whose_trainer_never_waits_is_stopped_not_billed_forever(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    world.clock.advance(world.cp.settings.launch_timeout_s + 1)
+
+    reconcile_once(world.cp)
+
+    assert world.launcher.cancels == [handle_of(standby_id)]
+    assert world.attempt(standby_id).stop_reason == "standby_stop"
+    assert "did not wait within" in world.notes(job_id)[-1]
+    assert world.attempt(running_id).stop_reason is None  # the job runs on
