@@ -69,6 +69,7 @@ class OursPolicy:
         )
         self.prior = prior or default_priors().default
         self.started_tick = 0
+        self.warm = False  # the instance the job is on was a standby handed over (Current.warm)
         self.last_tick = -1
         # Per zone, the spot attempts the service knows of: those before the job (`seen`) and
         # the job's own, closed; the one asked for last, and the one running, open.
@@ -139,6 +140,7 @@ class OursPolicy:
                 offer_key=offer.key,
                 capacity_type=CapacityType(v.current),
                 started_at=SIM_EPOCH + timedelta(hours=self.started_tick * gap),
+                warm=self.warm,
             )
         job = JobState(
             id="job",
@@ -193,3 +195,4 @@ class OursPolicy:
                 self.asked = (zone or 0, now)
         if kind != IDLE and moves:
             self.started_tick = v.tick
+            self.warm = False

@@ -88,6 +88,7 @@ class OursStandbyPolicy(OursPolicy):
             assert v.standby_zone == self.standby[0]
             self.running, self.standby = self.standby, None
             self.started_tick = v.tick
+            self.warm = True  # its changeover was spent beside on-demand, as decide() is told
         return action
 
     def _observe_standby(self, v: View, now: datetime) -> None:
