@@ -361,22 +361,15 @@ def test_a_job_on_demand_is_handed_over_to_a_standby_job_on_spot(stage: Stage) -
     assert stage.deletes(standby_id) == []  # nothing stopped the attempt that took over
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Job being deleted reads CANCELLED while its pods still run: the standby is "
-    "promoted while the released trainer is still checkpointing",
-)
 def test_the_standby_is_not_promoted_while_the_released_pod_still_runs(stage: Stage) -> None:
     """Between the release and the released trainer's exit, its pod runs through its grace
     period (the checkpoint on the notice). A pass then must leave both as they are: exactly one
     attempt trains at any moment, and the step it hands over at is the one it saves now.
 
-    Today the launcher reads the Job under Foreground deletion as CANCELLED ("the Job is being
-    deleted", observe.assess) whatever its pods do, which is not STILL_THERE: the first pass
-    after the release closes it handed_over at step 55 with 5 steps lost and the standby is
-    told go from 55 while the released pod still trains and saves step 61, whose report is
-    then refused ("no longer current"). Without the finalizer (the emulator's own deletion)
-    the Job is gone at once and reads LOST: the same."""
+    The launcher reads a Job under Foreground deletion as still running while a pod of it runs
+    (observe._being_deleted); it read CANCELLED before, and the first pass after the release
+    closed it handed_over at step 55 with 5 steps lost and told the standby go from 55 while the
+    released pod still trained and saved step 61."""
     job_id, running_id = stage.running_on_demand()
     standby_id = stage.hold_standby(job_id)
     stage.start(standby_id)

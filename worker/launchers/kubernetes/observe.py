@@ -101,10 +101,23 @@ def assess(
     if verdict is not None:
         return Assessment(verdict)  # given up by the launcher, deleted since or being deleted
     if job.metadata.deletion_timestamp is not None:
-        return Assessment(Observation(ObservedState.CANCELLED, message="the Job is being deleted"))
+        return Assessment(_being_deleted(pods))
     return _assess_live(
         job, pods, now, unschedulable_timeout_s, start_timeout_s, gone_nodes, scale_up_refused
     )
+
+
+def _being_deleted(pods: Sequence[client.V1Pod]) -> Observation:
+    """A Job deleted in the foreground (a cancel, a handover, a migration) stays until its pods
+    are gone. While one still runs (its trainer saving its checkpoint in the grace period) the
+    attempt still holds capacity and may still write: it is not over, and a handover must not
+    let its standby go yet. Once they have all stopped, it was cancelled, with rank 0's exit
+    code (75: it checkpointed on the notice)."""
+    if any(_phase(pod) in ("Pending", "Running") and _terminated(pod) is None for pod in pods):
+        return Observation(ObservedState.RUNNING, message="the Job is being deleted")
+    ranked = _by_index(pods)
+    code = _exit_code(ranked[0]) if ranked else None
+    return Observation(ObservedState.CANCELLED, exit_code=code, message="the Job is being deleted")
 
 
 def _assess_live(
