@@ -46,7 +46,9 @@ def trainer_spec(steps: int) -> dict[str, Any]:
     }
 
 
-def submit(stack: Stack, tmp_path: Path, *, work_s: float) -> tuple[str, dict[str, Any]]:
+def submit(
+    stack: Stack, tmp_path: Path, *, work_s: float, every_steps: int | None = None
+) -> tuple[str, dict[str, Any]]:
     """A job of about `work_s` seconds of training on this machine, spot or on-demand, estimated
     at ten times that with a deadline that leaves no room to wait: placed on on-demand while
     spot is out. Once its trainer has measured its rate the deadline has slack again (ample, on
@@ -54,6 +56,8 @@ def submit(stack: Stack, tmp_path: Path, *, work_s: float) -> tuple[str, dict[st
     it over."""
     rate = trainer_steps_per_second(trainer_spec(steps=1), scratch=tmp_path)
     trainer = trainer_spec(steps=max(400, int(rate * work_s)))
+    if every_steps is not None:
+        trainer["checkpoint"] = {"every_steps": every_steps}
     estimated = 10 * work_s / 3600
     spec = {
         "name": "handover",
@@ -147,7 +151,8 @@ def test_killed_standby_worker_and_old_attempt_lose_nothing(  # type: ignore[no-
     the attempt handing over while it checkpoints: the job still ends with one training attempt
     at a time and the weights of an uninterrupted run."""
     stack: Stack = make_stack(trace=TRACE, tick_seconds=TICK_S)
-    job_id, trainer = submit(stack, tmp_path, work_s=120)
+    # Checkpoints every 250 steps: the attempt killed at its handover loses at most those.
+    job_id, trainer = submit(stack, tmp_path, work_s=120, every_steps=250)
 
     # 1. The first standby dies while it waits (killed the moment it is launched, long before
     # its trainer is built): it is closed, the job runs on on-demand.
