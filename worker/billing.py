@@ -32,3 +32,18 @@ def close(
     if step is not None:
         attempt.end_step = int(step)
         attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))
+
+
+def ending(attempt: JobAttempt, job: Job) -> dict[str, object]:
+    """What a person watching wants to read of a closed attempt on its job's event: "preempted
+    at step 32, resuming from 30"."""
+    data: dict[str, object] = {"attempt_id": attempt.id, "attempt": attempt.number}
+    if attempt.end_reason:
+        data["end_reason"] = attempt.end_reason
+    if attempt.end_step is not None:
+        data["step"] = attempt.end_step
+    if attempt.steps_lost is not None:
+        data["steps_lost"] = attempt.steps_lost
+    if job.resume_from_step is not None:
+        data["resume_from_step"] = job.resume_from_step
+    return data

@@ -35,7 +35,7 @@ from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
 from gpujobs.resources import JobStatus
 from worker import repository as repo
-from worker.billing import close
+from worker.billing import close, ending
 from worker.control import ControlPlane
 from worker.launchers.base import Observation, ObservedState
 from worker.outcomes import PREEMPTED_EXIT_CODES
@@ -136,13 +136,7 @@ def complete(
     if JobStatus(job.status) != JobStatus.RUNNING:
         return  # a cancel won the race: the job stays where it is
     standby = repo.open_standby(session, job_id=job.id, for_update=True)
-    data: dict[str, object] = {"attempt": old.number, "end_reason": HANDED_OVER}
-    if old.end_step is not None:
-        data["step"] = old.end_step
-    if old.steps_lost is not None:
-        data["steps_lost"] = old.steps_lost
-    if job.resume_from_step is not None:
-        data["resume_from_step"] = job.resume_from_step
+    data = ending(old, job)
     if standby is None or standby.ready_at is None or standby.stop_reason is not None:
         reason = "the standby was lost during the handover: placing again from the checkpoint"
         for status in (JobStatus.PREEMPTED, JobStatus.PENDING):

@@ -30,7 +30,7 @@ from gpujobs.resources import JobStatus
 from gpujobs.spec import JobSpec
 from worker import handover
 from worker import repository as repo
-from worker.billing import close
+from worker.billing import close, ending
 from worker.control import ControlPlane
 from worker.handover import STILL_THERE
 from worker.launchers.base import Observation, ObservedState
@@ -267,15 +267,6 @@ def _move_job(session: Session, *, job: Job, attempt: JobAttempt, result: Outcom
         metrics.record_preemption()
     if result.failure and JobStatus.PENDING in result.path:
         job.restarts += 1
-    data: dict[str, object] = {"attempt_id": attempt.id, "attempt": attempt.number}
-    if attempt.end_reason:
-        data["end_reason"] = attempt.end_reason
-    # What a person watching wants to read: "preempted at step 32, resuming from 30".
-    if attempt.end_step is not None:
-        data["step"] = attempt.end_step
-    if attempt.steps_lost is not None:
-        data["steps_lost"] = attempt.steps_lost
-    if job.resume_from_step is not None:
-        data["resume_from_step"] = job.resume_from_step
+    data = ending(attempt, job)
     for status in result.path:
         lifecycle.switch_status(session, job, status, reason=result.reason, data=data)

@@ -20,6 +20,7 @@ from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
+from api.placement.plan import Plan
 from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker.control import ControlPlane
@@ -134,11 +135,9 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
             result.deferred += 1
 
 
-def _apply_place(session: Session, *, job: Job, place: Place) -> str:
-    plan = place.plan
-    placement = plan.placement
+def _new_attempt(session: Session, *, job: Job, plan: Plan, standby: bool = False) -> JobAttempt:
     attempt = JobAttempt.placed(
-        placement,
+        plan.placement,
         id=new_id(),
         job_id=job.id,
         team_id=job.team_id,
@@ -146,9 +145,17 @@ def _apply_place(session: Session, *, job: Job, place: Place) -> str:
         # The interval the cost model priced; the trainer is always told it.
         checkpoint_every_seconds=plan.checkpoint_every_seconds,
         resume_from_step=job.resume_from_step,
+        standby=standby,
     )
     session.add(attempt)
     job.attempts_count += 1
+    return attempt
+
+
+def _apply_place(session: Session, *, job: Job, place: Place) -> str:
+    plan = place.plan
+    placement = plan.placement
+    attempt = _new_attempt(session, job=job, plan=plan)
     if job.quote_hold_microusd is not None:
         job.holds_budget = True  # a job deferred for budget holds its quote from now on
     lifecycle.switch_status(
@@ -181,20 +188,8 @@ def _apply_standby(session: Session, *, decision: Standby) -> str | None:
         return None
     if repo.open_standby(session, job_id=job.id) is not None:
         return None
-    plan = decision.to.plan
-    placement = plan.placement
-    attempt = JobAttempt.placed(
-        placement,
-        id=new_id(),
-        job_id=job.id,
-        team_id=job.team_id,
-        number=job.attempts_count + 1,
-        checkpoint_every_seconds=plan.checkpoint_every_seconds,
-        resume_from_step=job.resume_from_step,
-        standby=True,
-    )
-    session.add(attempt)
-    job.attempts_count += 1
+    placement = decision.to.plan.placement
+    attempt = _new_attempt(session, job=job, plan=decision.to.plan, standby=True)
     capacity = placement.capacity_type.value.replace("_", "-")
     lifecycle.note(
         session,
