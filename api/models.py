@@ -221,6 +221,7 @@ class JobAttempt(Base):
     # (then False). One that ended unpromoted stays True: it never was the job's attempt, but
     # its minutes are on the ledger all the same.
     standby: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    running_at: Mapped[datetime | None] = mapped_column(default=None)  # first seen running
     ready_at: Mapped[datetime | None] = mapped_column(default=None)  # its trainer first waited
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -25,6 +25,8 @@ from trainer.progress import ProgressLog
 
 log = logging.getLogger(__name__)
 
+# The server will not answer otherwise later: the job's token revoked, the attempt not its own.
+REFUSED = frozenset({401, 403, 404, 422})
 CALL_TIMEOUT_S = 3.0
 # How soon a preemption notice ends a pause between calls (standby_poll_s may be up to 60 s).
 NOTICE_CHECK_S = 0.05
@@ -118,6 +120,11 @@ class StandbyGate:
         """The server's answer; None (keep waiting) when it cannot be had."""
         try:
             response = client.post(self.url, content=self.call.model_dump_json())
+            if response.status_code in REFUSED:
+                # Its token revoked (the job ended) or the attempt unknown: no answer will ever
+                # come, and waiting on would hold the capacity for nothing.
+                log.warning("standby: %s refused (%d): stopping", self.url, response.status_code)
+                return StandbyAnswer(action="stop")
             response.raise_for_status()
             answer = StandbyAnswer.model_validate_json(response.content)
         except (httpx.HTTPError, ValidationError) as exc:

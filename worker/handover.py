@@ -44,6 +44,7 @@ HANDOVER = "handover"  # stop_reason of a running attempt handing over to its st
 HANDED_OVER = "handed_over"  # its end_reason
 STANDBY_STOP = "standby_stop"  # stop_reason of a standby no longer wanted
 STANDBY_STOPPED = "standby_stopped"  # its end_reason
+STANDBY_STUCK = "standby_stuck"  # stop_reason and end_reason of one whose trainer never waited
 
 # What the launcher may still report while an attempt's processes or pods live on.
 STILL_THERE = frozenset({ObservedState.RUNNING, ObservedState.PENDING})
@@ -73,24 +74,29 @@ def observe_standby(
     state = observation.state
     if state == ObservedState.RUNNING and standby.started_at is None:
         standby.started_at = standby.launched_at or now  # it holds capacity: billing starts
+    if state == ObservedState.RUNNING and standby.running_at is None:
+        standby.running_at = now  # its trainer is starting: the wait for it counts from here
     if state not in STILL_THERE:
         _close_lost(session, cp=cp, standby=standby, job=job, observation=observation, now=now)
         return Step(changed=1)
+    handle = [standby.launch_handle] if standby.launch_handle else []
+    if standby.stop_reason is not None:
+        return Step(stop=handle)  # being stopped: asked again until it has gone, never released
     running = repo.open_attempt(session, job_id=job.id, for_update=True)
     wanted = (
         job.status == JobStatus.RUNNING.value
         and running is not None
+        and running.number < standby.number  # the attempt it was held beside, not a later one
         and running.stop_reason in (None, HANDOVER)
     )
     stuck = (
         standby.ready_at is None
-        and standby.started_at is not None
-        and now - standby.started_at > timedelta(seconds=cp.settings.launch_timeout_s)
+        and standby.running_at is not None
+        and now - standby.running_at > timedelta(seconds=cp.settings.launch_timeout_s)
     )
     if not wanted or stuck:
-        first = standby.stop_reason is None
-        standby.stop_reason = STANDBY_STOP
-        if first and not JobStatus(job.status).terminal:
+        standby.stop_reason = STANDBY_STUCK if wanted else STANDBY_STOP
+        if not JobStatus(job.status).terminal:
             why = (
                 f"its trainer did not wait within {cp.settings.launch_timeout_s:.0f} s of "
                 "getting capacity"
@@ -103,9 +109,7 @@ def observe_standby(
                 reason=f"standby attempt {standby.number} stopped: {why}",
                 data={"standby_attempt": standby.number},
             )
-        return Step(
-            changed=int(first), stop=[standby.launch_handle] if standby.launch_handle else []
-        )
+        return Step(changed=1, stop=handle)
     assert running is not None
     if (
         standby.ready_at is not None
@@ -187,6 +191,8 @@ def _close_lost(
     state, code = observation.state, observation.exit_code
     if standby.stop_reason == STANDBY_STOP:
         end_reason = STANDBY_STOPPED
+    elif standby.stop_reason == STANDBY_STUCK:
+        end_reason = STANDBY_STUCK
     elif state == ObservedState.NO_CAPACITY:
         end_reason = "no_capacity"
     elif state == ObservedState.PREEMPTED or (
@@ -198,11 +204,7 @@ def _close_lost(
     else:
         end_reason = "failed"
     standby.exit_code = code
-    if (
-        end_reason != STANDBY_STOPPED
-        and standby.started_at is None
-        and state != ObservedState.NO_CAPACITY
-    ):
+    if standby.started_at is None and state != ObservedState.NO_CAPACITY:
         standby.started_at = standby.launched_at  # it held capacity from its launch all the same
     close(session, attempt=standby, job=job, now=now, end_reason=end_reason)
     if end_reason == "no_capacity":
@@ -215,7 +217,7 @@ def _close_lost(
             until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
             reason=observation.message or "no capacity",
         )
-    if end_reason == STANDBY_STOPPED or JobStatus(job.status).terminal:
+    if end_reason in (STANDBY_STOPPED, STANDBY_STUCK) or JobStatus(job.status).terminal:
         return
     detail = f": {observation.message}" if observation.message else ""
     lifecycle.note(

@@ -13,10 +13,13 @@ from api.auth import issue_token
 from api.database import transaction
 from api.jobs import service as jobs
 from api.models import Job, JobAttempt
+from gpujobs.resources import JobStatus
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import JobSpec
 from worker import repository as repo
+from worker.billing import close
 from worker.control import ControlPlane
+from worker.handover import STANDBY_STOP, STANDBY_STOPPED
 from worker.launchers.base import LaunchRequest
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,12 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
             return None
         job = repo.job_for_update(session, job_id=attempt.job_id)
         if job is None:
+            return None
+        if attempt.standby and job.status != JobStatus.RUNNING.value:
+            # Its launch failed and its job has ended or moved since: nothing to stand beside,
+            # and no token to issue for a job that no longer runs.
+            attempt.stop_reason = STANDBY_STOP
+            close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=STANDBY_STOPPED)
             return None
         # A fresh job-scoped token per launch: the clear token is never stored, so a retried
         # launch cannot reuse the first one's.

@@ -153,32 +153,33 @@ def _mark_stopping(cp: ControlPlane, *, attempt_id: str) -> None:
 
 def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> int:
     now = cp.clock()
-    stop: list[str] = []
-    try:
-        with transaction(cp.factory) as session:
-            attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
-            if attempt is None or attempt.ended_at is not None:
-                return 0
-            job = repo.job_for_update(session, job_id=attempt.job_id)
-            assert job is not None
-            if attempt.standby:
-                step = handover.observe_standby(
-                    session, cp=cp, standby=attempt, job=job, observation=observation, now=now
-                )
-                stop = step.stop
-                return step.changed
-            if attempt.stop_reason == handover.HANDOVER and observation.state not in {
-                *STILL_THERE,
-                ObservedState.SUCCEEDED,
-            }:
-                handover.complete(session, old=attempt, job=job, observation=observation, now=now)
-                return 1
-            return _apply_observation(
-                session, cp=cp, attempt=attempt, job=job, observation=observation, now=now
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is None or attempt.ended_at is not None:
+            return 0
+        job = repo.job_for_update(session, job_id=attempt.job_id)
+        assert job is not None
+        if attempt.standby:
+            step = handover.observe_standby(
+                session, cp=cp, standby=attempt, job=job, observation=observation, now=now
             )
-    finally:
-        for handle in stop:  # after the commit: launcher IO never happens inside a transaction
-            stop_attempt(cp, handle=handle)
+        elif attempt.stop_reason == handover.HANDOVER and observation.state not in {
+            *STILL_THERE,
+            ObservedState.SUCCEEDED,
+        }:
+            handover.complete(session, old=attempt, job=job, observation=observation, now=now)
+            step = handover.Step(changed=1)
+        else:
+            step = handover.Step(
+                changed=_apply_observation(
+                    session, cp=cp, attempt=attempt, job=job, observation=observation, now=now
+                )
+            )
+    # Only once the transaction has committed: launcher IO never happens inside one, and a stop
+    # whose reason was not saved would be read as a failure.
+    for handle in step.stop:
+        stop_attempt(cp, handle=handle)
+    return step.changed
 
 
 def _apply_observation(

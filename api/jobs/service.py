@@ -344,6 +344,8 @@ def standby_answer(
         raise NotFound(f"attempt {call.attempt_id} of job {job_id} not found")
     if JobStatus(job.status).terminal or attempt.ended_at is not None:
         return StandbyAnswer(action="stop"), False
+    if attempt.standby and attempt.stop_reason is not None:
+        return StandbyAnswer(action="stop"), False  # being stopped: not wanted any more
     if not attempt.standby:
         # Promoted: the attempt it stood beside has checkpointed and ended.
         return StandbyAnswer(action="go", resume_from_step=job.resume_from_step), False

@@ -231,6 +231,8 @@ def _standby(
     one pays for itself (api.placement.standby); None: keep on-demand alone."""
     spot = sit.spot
     assert spot is not None
+    if spot.offer.key in job.no_standby:
+        return None
     if view is not None and not keeps_fallback(view):
         return None
     if sit.hours_left is None and not standby_beats_move(

@@ -117,3 +117,24 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
     for attempt in attempts:
         found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
     return found
+
+
+# How a standby that will fail again ends (not a preemption nor no capacity: the pool's own).
+STANDBY_FAILURES = ("failed", "standby_stuck")
+
+
+def failed_standbys(session: Session, *, job_ids: list[str]) -> dict[str, list[str]]:
+    """Per job: the spot offers (keys) where a standby of it failed or never waited."""
+    if not job_ids:
+        return {}
+    attempts = session.scalars(
+        select(JobAttempt).where(
+            JobAttempt.job_id.in_(job_ids),
+            JobAttempt.standby.is_(True),
+            JobAttempt.end_reason.in_(STANDBY_FAILURES),
+        )
+    )
+    found: dict[str, list[str]] = {}
+    for attempt in attempts:
+        found.setdefault(attempt.job_id, []).append(attempt.placement.offer_key)
+    return found

@@ -54,6 +54,9 @@ class JobState:
     # the snapshot's table for this job; None: the table's
     gpu_speeds: Mapping[str, float] | None = None
     standby: Current | None = None  # the standby held beside the running attempt, if any
+    # Spot offers (keys) where a standby of this job failed, or never waited: not tried again
+    # for it (an image its spot nodes cannot pull, a GPU too small: such failures repeat).
+    no_standby: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

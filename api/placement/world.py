@@ -299,11 +299,19 @@ def job_states(
         else j
         for j in waiting
     ]
+    failed = repository.failed_standbys(session, job_ids=[job.id for job, _ in running])
     return [
         *waiting,
         *(
-            job_state(
-                job, attempt, measured=found[job.id], speeds=speeds, standby=standbys.get(job.id)
+            replace(
+                job_state(
+                    job,
+                    attempt,
+                    measured=found[job.id],
+                    speeds=speeds,
+                    standby=standbys.get(job.id),
+                ),
+                no_standby=frozenset(failed.get(job.id, ())),
             )
             for job, attempt in running
         ),

@@ -256,6 +256,25 @@ def test_stop_ends_the_standby_without_touching_the_store(
     assert_asked_as_the_attempt(plane.calls)
 
 
+@pytest.mark.parametrize("refused", [401, 404])
+def test_a_refused_call_ends_the_standby_as_a_stop(
+    tmp_path: Path, plane: ControlPlane, refused: int
+) -> None:
+    """Its job's token revoked (the job ended) or its attempt unknown: no answer will come, and
+    waiting on would hold the capacity for nothing."""
+    root = tmp_path / "ckpt"
+    planted = plant_running_attempts_save(root)
+    plane.script = [WAIT]
+    plane.then = (refused, b'{"detail": "no"}')
+    result, records = run_in_process(
+        standby_config(str(root), plane.url), environ={ENV_JOB_TOKEN: TOKEN}
+    )
+    assert result.exit_code == EXIT_PREEMPTED_NO_CHECKPOINT and result.steps_run == 0
+    assert snapshot(root) == planted
+    assert [r["event"] for r in records if "event" in r] == ["standby", "standby_stopped"]
+    assert len(plane.calls) == 2
+
+
 def test_sigterm_while_waiting_exits_76_at_once_without_touching_the_store(
     tmp_path: Path, plane: ControlPlane
 ) -> None:

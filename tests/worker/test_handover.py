@@ -382,16 +382,76 @@ def test_a_standby_whose_launch_crashed_is_launched_by_the_next_pass_once(world:
     assert sum(a.standby for a in attempts(world.factory, job_id)) == 1
 
 
-def test_a_standby_whose_trainer_never_waits_is_stopped_not_billed_forever(world: World) -> None:
+def test_a_standby_whose_trainer_never_waits_is_stopped_and_not_tried_there_again(
+    world: World,
+) -> None:
+    """The wait for its trainer counts from when it was first seen running, not from its launch
+    (a spot node and an image pull may take most of the timeout); one that never waits is
+    stopped, and the job holds no standby on that offer again (such failures repeat)."""
     job_id, running_id = world.running_on_demand()
     standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.PENDING)
+    world.clock.advance(world.cp.settings.launch_timeout_s - 30)  # a slow node and image
+    reconcile_once(world.cp)
     world.launcher.script(standby_id, ObservedState.RUNNING)
     reconcile_once(world.cp)
-    world.clock.advance(world.cp.settings.launch_timeout_s + 1)
+    world.clock.advance(60)
+    reconcile_once(world.cp)
+    assert world.launcher.cancels == []  # building, 60 s after it got its node
+    world.clock.advance(world.cp.settings.launch_timeout_s)
 
     reconcile_once(world.cp)
 
     assert world.launcher.cancels == [handle_of(standby_id)]
-    assert world.attempt(standby_id).stop_reason == "standby_stop"
+    assert world.attempt(standby_id).stop_reason == "standby_stuck"
     assert "did not wait within" in world.notes(job_id)[-1]
     assert world.attempt(running_id).stop_reason is None  # the job runs on
+    # Asked again until it has gone; gone, it is on the ledger from its launch.
+    reconcile_once(world.cp)
+    assert world.launcher.cancels == [handle_of(standby_id)] * 2
+    world.launcher.script(standby_id, ObservedState.CANCELLED)
+    reconcile_once(world.cp)
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "standby_stuck" and standby.cost_microusd
+    offer = standby.placement.offer_key
+    schedule_once(world.cp)
+    assert all(a.placement.offer_key != offer for a in attempts(world.factory, job_id)[2:])
+
+
+def test_a_stopped_standby_never_releases_a_later_attempt(world: World) -> None:
+    """The attempt it stood beside fails; the job is placed again. The standby, being stopped,
+    must not hand the new attempt over: it is asked to stop on every pass until it has gone."""
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.ask(job_id, standby_id)
+    world.launcher.script(running_id, ObservedState.FAILED, exit_code=1)
+    reconcile_once(world.cp)  # the job goes back to PENDING; the standby is stopped
+    reconcile_once(world.cp)
+    assert world.attempt(standby_id).stop_reason == "standby_stop"
+    (placed,) = schedule_once(world.cp).placed
+    world.launcher.script(placed, ObservedState.RUNNING)
+
+    reconcile_once(world.cp)
+    reconcile_once(world.cp)
+
+    assert world.attempt(placed).stop_reason is None  # not released to a standby
+    assert world.launcher.cancels.count(handle_of(standby_id)) >= 3
+    assert world.ask(job_id, standby_id).action == "stop"
+
+
+def test_a_standby_whose_launch_failed_is_not_launched_for_a_job_that_ended(
+    world: World,
+) -> None:
+    job_id, running_id = world.running_on_demand()
+    world.launcher.fail_launches = 1
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(running_id, ObservedState.SUCCEEDED, exit_code=0)
+
+    reconcile_once(world.cp)
+
+    assert job(world.factory, job_id).status == S.SUCCEEDED.value
+    launched = [r for r in world.launcher.launches if r.attempt_id == standby_id]
+    assert len(launched) == 1  # the one that failed: no second launch, no new token
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "standby_stopped" and standby.cost_microusd == 0

@@ -117,6 +117,9 @@ def _being_deleted(pods: Sequence[client.V1Pod]) -> Observation:
         return Observation(ObservedState.RUNNING, message="the Job is being deleted")
     ranked = _by_index(pods)
     code = _exit_code(ranked[0]) if ranked else None
+    if ranked and all(_phase(pod) == "Succeeded" for pod in ranked):
+        # It finished its training before the stop took: done, not handed over or cancelled.
+        return Observation(ObservedState.SUCCEEDED, exit_code=0)
     return Observation(ObservedState.CANCELLED, exit_code=code, message="the Job is being deleted")
 
 
