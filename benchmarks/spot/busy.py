@@ -43,6 +43,11 @@ Variants:
   with capacity now (open, and its outage seen to end) would be a standby there, where without
   it the answer holds none. Where the answer already holds a standby, its launch is the look,
   free when refused: no probe is needed.
+Single-zone, the same jobs again with nothing seen before them (cold start: the pooled prior, as
+a new service or a pool it never ran in), alone and shared, and shared in parts: only the other
+jobs' attempts that held capacity (`shared_runs`: their spot time and preemptions) or only their
+launches that found none (`shared_refusals`). Comparing the two starts gives what the week
+before is worth (`week_before`). Multi-zone: alone and shared (the CPU budget).
 
 Figures: mean cost as a share of on-demand (work and one changeover on on-demand), deadline
 misses, and what each source is worth as the cost ratio of the same policy with it to without it.
@@ -99,14 +104,21 @@ SPREAD_HOURS = 48.0  # submissions fall within this long after a burst's first t
 SETTING = "paper"
 VARIANTS = ("alone", "shared", "alone_probe", "shared_probe")
 MULTI_ZONE_VARIANTS = ("alone", "shared")  # probes measured single-zone: the CPU budget
-COLD_START_VARIANTS = ("alone", "shared")
+COLD_START_VARIANTS = ("alone", "shared", "shared_runs", "shared_refusals")
+SHARED_ONLY = {"shared_runs": "runs", "shared_refusals": "refusals"}
 POLICY_NOTE = (
     "ours + standby (benchmarks/spot/standby.py), each job starting from what a running "
     "service saw of its pools in the week before it (observed.py), as in the spot benchmark"
 )
 COLD_NOTE = (
     "cold_start_single_zone: the same jobs with nothing seen before them (the pooled prior): "
-    "a new service, or pools it never ran in"
+    "a new service, or pools it never ran in; shared_runs shares only the other jobs' attempts "
+    "that held capacity (their spot time and preemptions), shared_refusals only their "
+    "launches that found none"
+)
+WEEK_NOTE = (
+    "week_before: the same single-zone jobs starting from the week a running service saw "
+    "(observed.py) over starting from the pooled prior alone"
 )
 CAPACITY_SCORES = (
     "not measured: ../shared/data holds spot availability traces and price catalogs, no cloud "
@@ -278,6 +290,7 @@ def run_service(
     *,
     shared: bool,
     cadence: Cadence | None = None,
+    only: str | None = None,
 ) -> list[Result]:
     """Run the jobs on one trace (zones x ticks) tick by tick in lockstep. Each policy's clock
     starts at its job's submission (SIM_EPOCH); attempts pass between jobs moved onto the
@@ -286,7 +299,11 @@ def run_service(
     attempts became known, and those holding capacity, open). Refusals by several jobs at the
     same instant are passed once: pool_history reads a refusal only as a time capacity was seen
     gone, and a second at the same time changes nothing it computes (the jobs of a busy service
-    are refused together through every outage, and folding each copy is most of the run)."""
+    are refused together through every outage, and folding each copy is most of the run).
+    `only`: "runs" shares the attempts that held capacity (spot time, preemptions), "refusals"
+    the launches that found none; None both."""
+    if only not in (None, "runs", "refusals"):
+        raise ValueError(f"only {only!r}")
     avail = np.atleast_2d(np.asarray(available, dtype=bool))
     zones = avail.shape[0]
     gap = timedelta(hours=jobs[0].setting.gap_hours)
@@ -313,6 +330,9 @@ def run_service(
                 stopped = SpotAttempt(since, since, end, "stopped")
                 log.append((tick + 1, k, z, _moved(stopped, offset[k])))
 
+    def passes(attempt: SpotAttempt) -> bool:
+        return only is None or (only == "runs") == (attempt.started_at is not None)
+
     def share(tick: int, active: list[int]) -> None:
         holding = {
             i: [(z, since + offset[i]) for z, since in policies[i].holding()]
@@ -323,7 +343,7 @@ def run_service(
             while read[j] < len(log) and log[read[j]][0] <= tick:
                 _, i, z, attempt = log[read[j]]
                 read[j] += 1
-                if i == j:
+                if i == j or not passes(attempt):
                     continue
                 if attempt.end_reason == "no_capacity":
                     if attempt.tried_at in refused[j][z]:
@@ -332,7 +352,7 @@ def run_service(
                 known[j][z].append(_moved(attempt, -offset[j]))
             others = [list(zone) for zone in known[j]]
             for i, held in holding.items():
-                if i != j:
+                if i != j and only != "refusals":
                     for z, since in held:
                         mine = since - offset[j]
                         others[z].append(SpotAttempt(mine, mine, None, None))
@@ -415,7 +435,12 @@ def run_unit(
             probe = cadence if variant.endswith("_probe") else None
             policies = service_policies(names, available, jobs, probe=probe, history=history)
             results = run_service(
-                available, jobs, policies, shared=variant.startswith("shared"), cadence=cadence
+                available,
+                jobs,
+                policies,
+                shared=variant.startswith("shared"),
+                cadence=cadence,
+                only=SHARED_ONLY.get(variant),
             )
             acc = out[variant]
             for job, r in zip(jobs, results, strict=True):
@@ -472,6 +497,8 @@ WORTH = {  # what a source is worth: the variant with it / the same without it
     "probe_single_job": ("alone_probe", "alone"),
     "probe_busy_service": ("shared_probe", "shared"),
     "other_jobs_attempts_and_probe": ("shared_probe", "alone"),
+    "other_jobs_runs": ("shared_runs", "alone"),
+    "other_jobs_refusals": ("shared_refusals", "alone"),
 }
 
 
@@ -523,6 +550,25 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _pooled(rows: list[dict[str, Any]], variant: str) -> dict[str, list[float]]:
+    acc: dict[str, list[float]] = {}
+    for row in rows:
+        for k, values in row["results"][variant].items():
+            acc.setdefault(k, []).extend(values)
+    return acc
+
+
+def week_before(warm: list[dict[str, Any]], cold: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the week a running service saw before each job is worth: the same jobs (the same
+    units and bursts) with it over without it, per variant run both ways."""
+    out: dict[str, Any] = {}
+    for variant in VARIANTS:
+        if warm and cold and variant in warm[0]["results"] and variant in cold[0]["results"]:
+            acc = {"with_week": _pooled(warm, variant), "cold": _pooled(cold, variant)}
+            out[variant] = _worth(acc, "with_week", "cold")
+    return out
+
+
 def run_busy(data: Path, config: Config = Config()) -> dict[str, Any]:
     single, multi = units(data, config)
     warm = [run_unit(paths, config, config.variants) for paths in single]
@@ -558,6 +604,7 @@ def run_busy(data: Path, config: Config = Config()) -> dict[str, Any]:
             },
             "policy": POLICY_NOTE,
             "cold_start": COLD_NOTE,
+            "week_before": WEEK_NOTE,
             "capacity": "the trace says whether a pool has capacity, not how much: jobs do "
             "not compete for it",
             "shared": SHARED_NOTE,
@@ -570,6 +617,7 @@ def run_busy(data: Path, config: Config = Config()) -> dict[str, Any]:
         "single_zone": summarize(warm),
         "multi_zone": summarize(multi_rows),
         "cold_start_single_zone": summarize(cold),
+        "week_before": week_before(warm, cold),
     }
 
 
