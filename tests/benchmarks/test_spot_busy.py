@@ -200,6 +200,17 @@ def test_lockstep_shows_a_job_what_the_others_knew_before_its_tick_and_nothing_a
     assert [r.cost for r in swapped[::-1]] == [r.cost for r in results]
 
 
+@pytest.mark.parametrize("only", ("runs", "refusals"))
+def test_a_job_can_be_shown_only_the_others_runs_or_only_their_refusals(only: str) -> None:
+    available = flapping(1)
+    s = quick(40, 100)
+    jobs = [Job(st, s) for st in (0, 3)]
+    policies = [Recording(j.start, s) for j in jobs]
+    run_service(available, jobs, policies, shared=True, cadence=TICK, only=only)
+    shown = [a for p in policies for tick in p.shown.values() for a in tick]
+    assert shown and all((a.started_at is not None) == (only == "runs") for a in shown)
+
+
 def test_a_later_job_learns_the_pool_from_every_earlier_jobs_attempts() -> None:
     available = flapping(5, 200)
     s = quick(30, 60)
@@ -277,7 +288,15 @@ def test_the_result_file_says_what_each_source_is_worth(tmp_path: Path) -> None:
         assert worth["cost_ratio"] == pytest.approx(means[with_] / means[without], rel=1e-3)
     assert set(back["multi_zone"]["variants"]) == {"alone", "shared"}
     assert set(back["multi_zone"]["worth"]) == {"other_jobs_attempts"}
-    assert back["cold_start_single_zone"]["jobs"] == 6
+    cold = back["cold_start_single_zone"]
+    assert cold["jobs"] == 6
+    assert set(cold["worth"]) == {"other_jobs_attempts", "other_jobs_runs", "other_jobs_refusals"}
+    assert set(back["week_before"]) == {"alone", "shared"}
+    week = back["week_before"]["alone"]
+    assert week["mean_cost_normalized"] == {
+        "with_week": single["variants"]["alone"]["mean_cost_normalized"],
+        "cold": cold["variants"]["alone"]["mean_cost_normalized"],
+    }
 
 
 def test_a_summary_of_nothing_is_empty() -> None:
