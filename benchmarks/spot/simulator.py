@@ -38,14 +38,24 @@ Make-before-break (issue #25): while the job runs on on-demand, a policy may ans
   (that tick's progress is made once); from the next tick the job runs on spot with no
   changeover left. No step is lost and no changeover is spent without progress.
 - A standby whose zone is out at the start of a tick is preempted: it has cost only its own
-  ticks, and the job never left on-demand. Any answer other than `standby` stops it.
+  ticks, and the job never left on-demand. Any answer other than `standby` or `probe` stops it.
+
+A probe (`probe@z`, issue #25, benchmarks/spot/busy.py) asks a zone for capacity and cancels at
+once: the job's instance and standby are untouched and the policy is asked again at once. One
+that finds capacity is billed `PROBE_BILLED_SECONDS` at the spot price (SkyNomad bills a
+successful probe one minute) and lifts the zone's known-out mark (capacity was just seen); one
+that finds none is free and marks the zone out for the cadence from the tick's start (a mark
+already longer stays); the view that follows says which (`probe_found`).
+
+`steps` is the same run as a generator (it yields each view and is sent the answer), so that
+several jobs can be run in lockstep (busy.py); `simulate` drives it with one policy.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,12 +67,14 @@ SPOT = "spot"
 ON_DEMAND = "on_demand"
 IDLE = "idle"
 STANDBY = "standby"  # stay on on-demand and hold a spot attempt beside it (make-before-break)
-ACTIONS = (SPOT, ON_DEMAND, IDLE, STANDBY)
+PROBE = "probe"  # ask a zone for capacity and cancel at once: an observation, priced
+ACTIONS = (SPOT, ON_DEMAND, IDLE, STANDBY, PROBE)
 
 OD_PRICE = 3.06
 SPOT_PRICE = 0.9731
 CHANGEOVER_HOURS = RESTART_HOURS  # the changeover is the service's own restart time
 MAX_ATTEMPTS_PER_TICK = 64  # a policy that keeps asking for a zone it knows is out is a bug
+PROBE_BILLED_SECONDS = 60.0  # a probe that finds capacity is billed one minute (SkyNomad)
 
 
 def spot_in(zone: int) -> str:
@@ -71,6 +83,10 @@ def spot_in(zone: int) -> str:
 
 def standby_in(zone: int) -> str:
     return f"{STANDBY}@{zone}"
+
+
+def probe_in(zone: int) -> str:
+    return f"{PROBE}@{zone}"
 
 
 def parse(action: str) -> tuple[str, int | None]:
@@ -164,6 +180,7 @@ class View:
     zones_open: tuple[bool, ...] = (True,)  # per zone: not known out
     standby_zone: int | None = None  # the zone of the standby held beside on-demand
     standby_left: int = 0  # changeover ticks the standby still has to go through (0: ready)
+    probe_found: bool | None = None  # asked again after a probe: whether it found capacity
 
 
 Policy = Callable[[View], str]
@@ -183,6 +200,9 @@ class Result:
     standby_ticks: int = 0  # ticks a standby was held, billed at the spot price (not spot_ticks)
     handovers: int = 0
     standbys_lost: int = 0  # preempted before their handover
+    probes: int = 0
+    probe_hits: int = 0  # probes that found capacity (each billed PROBE_BILLED_SECONDS)
+    probe_cost: float = 0.0  # in `cost` too
 
 
 def simulate(
@@ -195,6 +215,22 @@ def simulate(
     """Run one job from `start` on one zone (`available` 1-D) or several (zones x ticks); ticks
     past the trace's end count as spot unavailable. Without a cadence a failed attempt's zone is
     known out until the next tick."""
+    run = steps(available, start, setting, cadence)
+    try:
+        view = next(run)
+        while True:
+            view = run.send(policy(view))
+    except StopIteration as done:
+        return done.value
+
+
+def steps(
+    available: np.ndarray,
+    start: int,
+    setting: Setting,
+    cadence: Cadence | None = None,
+) -> Generator[View, str, Result]:
+    """`simulate`'s run, yielding each view and sent the policy's answer; returns the result."""
     s = setting
     avail = np.atleast_2d(np.asarray(available, dtype=bool))
     zones = avail.shape[0]
@@ -206,6 +242,7 @@ def simulate(
     current, zone = IDLE, None
     standby: int | None = None  # the standby's zone
     standby_left = 0
+    probe_found: bool | None = None
     result = Result(0.0, 0, 0, 0, False)
     # A job that cannot finish within D + W ticks is a policy bug, not a slow run.
     while progress < s.work and tick < s.deadline + s.work + s.changeover + 1:
@@ -221,9 +258,23 @@ def simulate(
             open_ = tuple(t < end_s for t in next_try)
             view = View(
                 tick, progress, current, changeover_left, current == SPOT or any(open_), s,
-                zone, open_, standby, standby_left,
+                zone, open_, standby, standby_left, probe_found,
             )  # fmt: skip
-            kind, want = parse(policy(view))
+            kind, want = parse((yield view))
+            probe_found = None
+            if kind == PROBE:  # the job's instances are untouched: asked again at once
+                want = want or 0
+                result.probes += 1
+                probe_found = bool(up[want])
+                if probe_found:
+                    billed = s.spot_tick_cost * min(1.0, PROBE_BILLED_SECONDS / gap_s)
+                    result.cost += billed
+                    result.probe_cost += billed
+                    result.probe_hits += 1
+                    next_try[want] = -math.inf
+                else:  # the backoff runs from the probe, at the tick's start
+                    next_try[want] = max(next_try[want], tick * gap_s + retry)
+                continue
             if kind == STANDBY:
                 if current != ON_DEMAND:
                     raise ValueError(f"policy held a standby at tick {tick} off on-demand")
