@@ -150,6 +150,37 @@ def spot_online_bound(r: dict[str, Any]) -> Row:
     )
 
 
+def spot_busy(r: dict[str, Any]) -> Row:
+    setting, single = r["setting"], r["single_zone"]
+    worth, multi = single["worth"], r["multi_zone"]["worth"]
+    cold = r["cold_start_single_zone"]["worth"]
+    probes = single["variants"]["alone_probe"]
+
+    def change(ratio: float) -> str:
+        return f"{'+' if ratio >= 1 else '-'}{100 * abs(ratio - 1):.2f}%"  # they are small
+
+    misses = sum(
+        v["deadline_misses"]
+        for section in ("single_zone", "multi_zone", "cold_start_single_zone")
+        for v in r[section]["variants"].values()
+    )
+    return (
+        "spot policy, busy service",
+        "`python -m benchmarks.spot.busy --data ../shared/data`",
+        f"what each priced signal is worth to ours + standby, {setting['jobs_per_burst']} jobs "
+        f"sharing each trace's pools ({single['jobs']} single-zone jobs, "
+        f"{r['multi_zone']['jobs']} multi-zone), cost with the signal against without: other "
+        f"jobs' attempts (free: made anyway) {change(worth['other_jobs_attempts']['cost_ratio'])} "
+        f"single-zone, {change(multi['other_jobs_attempts']['cost_ratio'])} multi-zone, "
+        f"{change(cold['other_jobs_attempts']['cost_ratio'])} from a cold start; a probe "
+        f"(capacity asked for and released, a hit billed {setting['probe_billed_seconds']:.0f} s) "
+        f"{change(worth['probe_single_job']['cost_ratio'])} for one job, "
+        f"{change(worth['probe_busy_service']['cost_ratio'])} in the busy service "
+        f"({probes['mean_probes']:.0f} probes a job, {probes['mean_probe_hits']:.1f} found "
+        f"capacity); cloud capacity scores not measured (no data); {misses} deadlines missed",
+    )
+
+
 def scheduler_scale(r: dict[str, Any]) -> Row:
     largest = max(r["runs"], key=lambda run: run["jobs"])
     return (
@@ -276,6 +307,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], Row]] = {
     "api_load": api_load,
     "spot_policy": spot_policy,
     "spot_online_bound": spot_online_bound,
+    "spot_busy": spot_busy,
     "scheduler_scale": scheduler_scale,
     "quote_calibration": quote_calibration,
     "chaos": chaos,
