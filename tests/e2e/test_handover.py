@@ -144,6 +144,7 @@ def test_a_job_moves_from_on_demand_to_spot_with_no_lost_step(  # type: ignore[n
     assert_same_weights(stack, job_id, trainer, tmp_path, monkeypatch)
 
 
+@pytest.mark.timeout(720)  # two runs of 90 s of training, and the stack: 5 min here
 def test_killed_standby_worker_and_old_attempt_lose_nothing(  # type: ignore[no-untyped-def]
     make_stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,7 +153,7 @@ def test_killed_standby_worker_and_old_attempt_lose_nothing(  # type: ignore[no-
     at a time and the weights of an uninterrupted run."""
     stack: Stack = make_stack(trace=TRACE, tick_seconds=TICK_S)
     # Checkpoints every 250 steps: the attempt killed at its handover loses at most those.
-    job_id, trainer = submit(stack, tmp_path, work_s=120, every_steps=250)
+    job_id, trainer = submit(stack, tmp_path, work_s=90, every_steps=250)
 
     # 1. The first standby dies while it waits (killed the moment it is launched, long before
     # its trainer is built): it is closed, the job runs on on-demand.
