@@ -15,17 +15,8 @@ import pytest
 from api.placement.learning import SpotAttempt, pool_history
 from api.placement.world import OBSERVATION_WINDOW
 from benchmarks.spot.adapter import SIM_EPOCH
-from benchmarks.spot.busy import (
-    VARIANTS,
-    Config,
-    Job,
-    ServicePolicy,
-    run_busy,
-    run_service,
-    service_policies,
-    summarize,
-    write_results,
-)
+from benchmarks.spot.busy import VARIANTS, Config, run_busy, summarize, write_results
+from benchmarks.spot.service import Job, ServicePolicy, run_service, service_policies
 from benchmarks.spot.simulator import (
     ON_DEMAND,
     SPOT_PRICE,
