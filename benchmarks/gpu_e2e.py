@@ -69,7 +69,9 @@ class Sizes:
     resume_model: dict[str, int]
     resume_steps: int
     resume_cases: tuple[tuple[str, bool], ...]  # (amp, deterministic)
-    service_steps: int
+    # None: sized from this machine's measured trainer rate, so the spot job outlasts every
+    # window of spot in `spot_trace` and meets a notice whatever the machine's speed
+    service_steps: int | None
     spot_trace: tuple[int, ...]  # the spot market's availability, a tick per 10 s of wall time
     compile: bool
 
@@ -96,11 +98,11 @@ DRY = Sizes(
     resume_model={"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
     resume_steps=30,
     resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
-    # Long enough (with its start) to span the first notice, 20 s in, on an idle machine: at
-    # 300 steps an idle machine finished the spot job before it, and nothing was preempted.
-    # Two notices more, 50 and 80 s in, for a job that started late.
-    service_steps=600,
-    spot_trace=(1, 1, 0) * 3 + (1,) * 360,
+    # A fixed step count met no notice on a fast machine (CI, once), or met them all before a
+    # slow start: notices every 40 s for 40 minutes, and a job with half a window more work
+    # than the longest window of spot (benchmarks/gpu_service.py), so it must be preempted.
+    service_steps=None,
+    spot_trace=(1, 1, 1, 0) * 60 + (1,) * 360,
     compile=False,  # inductor's CPU build of even a tiny model takes minutes on 2 cores
 )
 

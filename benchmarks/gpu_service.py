@@ -5,6 +5,7 @@ market, two jobs on on-demand and one on spot, their final weights compared
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -22,8 +23,16 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+JOBS = 3  # trainers the service runs at once: two on on-demand, one on spot
+# On a CPU: a thread per trainer. Three trainers with torch's thread per core each thrash two
+# cores (CI ran them 20x slower than one alone), and the run's length is sized from their rate.
+CPU_THREADS = {"OMP_NUM_THREADS": "1"}
+
+
 @contextmanager
-def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
+def _embedded_service(
+    home: Path, sizes: Sizes, extra_env: dict[str, str]
+) -> Iterator[tuple[str, str]]:
     from devstack.ports import free_port, wait_for
     from gpujobs.config import stored_token
 
@@ -37,7 +46,7 @@ def _embedded_service(home: Path, sizes: Sizes) -> Iterator[tuple[str, str]]:
         "GPUJOBS_SPOT_MARKET": "trace",
         "GPUJOBS_SPOT_TRACE": str(_trace_file(home, sizes.spot_trace)),
         "PYTHONUNBUFFERED": "1",
-    }
+    } | extra_env
     log = open(home / "service.log", "wb")  # noqa: SIM115 - the service's, closed below
     service = subprocess.Popen(
         [sys.executable, "-m", "worker.standalone"], cwd=ROOT, env=env, stdout=log,
@@ -81,20 +90,61 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _job_spec(name: str, sizes: Sizes, *, capacity: str, amp: str) -> dict[str, Any]:
+TICK_S = 10.0  # wall-clock seconds per tick of the spot trace (_trace_file)
+
+
+def longest_spot_window_s(availability: tuple[int, ...]) -> float:
+    """The longest stretch of spot, in wall-clock seconds, that ends in a notice.
+
+    The trace's tail of spot that never ends is not one: it is there so the job can finish.
+    """
+    longest = run = 0
+    for available in availability:
+        if available:
+            run += 1
+        else:
+            longest, run = max(longest, run), 0
+    return longest * TICK_S
+
+
+def outlasting_steps(availability: tuple[int, ...], steps_per_s: float) -> int:
+    """Steps a job needs so that, even at the rate measured on an idle machine, it runs past
+    the end of any window of spot it starts in: twice the longest window's worth."""
+    return max(1, math.ceil(2 * longest_spot_window_s(availability) * steps_per_s))
+
+
+def _rate_side_by_side(trainer: dict[str, Any], scratch: Path, env: dict[str, str]) -> float:
+    """Steps a second of the slowest of JOBS trainers run at once, as the service runs them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from devstack.workloads import trainer_steps_per_second
+
+    def one(i: int) -> float:
+        (scratch / str(i)).mkdir(parents=True)
+        return trainer_steps_per_second(trainer, scratch=scratch / str(i), steps=400, env=env)
+
+    with ThreadPoolExecutor(JOBS) as pool:
+        return min(pool.map(one, range(JOBS)))
+
+
+def _trainer(sizes: Sizes, *, steps: int, amp: str) -> dict[str, Any]:
+    return {
+        "workload": "gpt",
+        "steps": steps,
+        "batch_size": sizes.batch,
+        "amp": amp,
+        "seed": 11,
+        "deterministic": True,
+        "dataloader": {"num_workers": 0},
+        "checkpoint": {"every_steps": max(1, steps // 10), "keep_last": 2},
+        "args": {**sizes.resume_model, "corpus_bytes": 1_000_000},
+    }
+
+
+def _job_spec(name: str, trainer: dict[str, Any], *, capacity: str) -> dict[str, Any]:
     return {
         "name": name,
-        "trainer": {
-            "workload": "gpt",
-            "steps": sizes.service_steps,
-            "batch_size": sizes.batch,
-            "amp": amp,
-            "seed": 11,
-            "deterministic": True,
-            "dataloader": {"num_workers": 0},
-            "checkpoint": {"every_steps": max(1, sizes.service_steps // 10), "keep_last": 2},
-            "args": {**sizes.resume_model, "corpus_bytes": 1_000_000},
-        },
+        "trainer": trainer,
         "capacity": {"types": [capacity]},
         "deadline_hours": 4,
         "estimated_hours": 0.05,
@@ -103,18 +153,25 @@ def _job_spec(name: str, sizes: Sizes, *, capacity: str, amp: str) -> dict[str, 
 
 def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
     import httpx
+    import torch
 
     from api.settings import Settings
     from gpujobs.checkpoints import job_checkpoint_uri
     from gpujobs.client import Client
     from trainer.checkpoint import load_latest
 
-    with _embedded_service(work, sizes) as (url, token):
+    extra_env = {} if torch.cuda.is_available() else CPU_THREADS
+    steps, rate = sizes.service_steps, None
+    if steps is None:
+        rate = _rate_side_by_side(_trainer(sizes, steps=1, amp=amp), work / "rate", extra_env)
+        steps = outlasting_steps(sizes.spot_trace, rate)
+    trainer = _trainer(sizes, steps=steps, amp=amp)
+    with _embedded_service(work, sizes, extra_env) as (url, token):
         client = Client(url=url, token=token)
         specs = {
-            "on-demand-a": _job_spec("gpu-e2e-a", sizes, capacity="on_demand", amp=amp),
-            "on-demand-b": _job_spec("gpu-e2e-b", sizes, capacity="on_demand", amp=amp),
-            "spot": _job_spec("gpu-e2e-spot", sizes, capacity="spot", amp=amp),
+            "on-demand-a": _job_spec("gpu-e2e-a", trainer, capacity="on_demand"),
+            "on-demand-b": _job_spec("gpu-e2e-b", trainer, capacity="on_demand"),
+            "spot": _job_spec("gpu-e2e-spot", trainer, capacity="spot"),
         }
         jobs = {label: client.submit(spec).id for label, spec in specs.items()}
         done = {label: client.wait(job, timeout=1800, poll=1.0) for label, job in jobs.items()}
@@ -139,7 +196,8 @@ def part_service(sizes: Sizes, *, work: Path, amp: str) -> dict[str, Any]:
     failed = {k: logs.get(k, "") for k, v in statuses.items() if not v.endswith("SUCCEEDED")}
     return {
         "amp": amp,
-        "steps": sizes.service_steps,
+        "steps": steps,
+        "measured_steps_per_s": rate,
         "statuses": statuses,
         "attempts": {label: len(items) for label, items in attempts.items()},
         "spot_preemptions": preemptions,

@@ -9,6 +9,7 @@ trainers' own view of the `api` package: the same bytes where the runtime had to
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,13 @@ TINY_GPT: dict[str, Any] = {
 }
 
 
-def trainer_steps_per_second(trainer: dict[str, Any], *, scratch: Path, steps: int = 200) -> float:
+def trainer_steps_per_second(
+    trainer: dict[str, Any],
+    *,
+    scratch: Path,
+    steps: int = 200,
+    env: dict[str, str] | None = None,
+) -> float:
     """How many steps a second this machine's trainer makes of `trainer` now: measured.
 
     A test whose deadline must be feasible sizes its job from this. CI machines differ several
@@ -50,6 +57,7 @@ def trainer_steps_per_second(trainer: dict[str, Any], *, scratch: Path, steps: i
         timeout=300,
         check=True,
         cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     progress = [line for line in lines if "event" not in line and "step" in line]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_e2e import GPU, flops_per_token, mfu, peak_bf16
+from benchmarks.gpu_e2e import DRY, GPU, flops_per_token, mfu, peak_bf16
+from benchmarks.gpu_service import longest_spot_window_s, outlasting_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,9 @@ def test_the_dry_run_takes_every_step_and_what_it_checks_holds(tmp_path: Path) -
     service = result["service"]
     assert service["all_succeeded"], service
     assert service["spot_preemptions"] >= 1, service
+    # the job was sized to need more time than any window of spot gave it
+    work_s = service["steps"] / service["measured_steps_per_s"]
+    assert work_s > longest_spot_window_s(DRY.spot_trace), service
     assert all(v["bitwise_equal"] for v in service["weights"].values()), service["weights"]
 
 
@@ -54,3 +58,12 @@ def test_mfu_follows_nanogpts_formula() -> None:
         500_000 * per_token / 989.4e12
     )
     assert mfu(500_000, per_token, peak_bf16("cpu")) is None
+
+
+def test_a_job_sized_to_outlast_the_spot_windows_needs_more_than_the_longest() -> None:
+    trace = (1, 1, 0) + (1, 1, 1, 1, 0) + (1,) * 50
+    # the open tail is not a window: no notice ends it
+    assert longest_spot_window_s(trace) == 40.0
+    assert outlasting_steps(trace, steps_per_s=12.5) == 1000  # 80 s of work
+    assert outlasting_steps((1, 0), steps_per_s=0.001) == 1
+    assert longest_spot_window_s(DRY.spot_trace) > 0  # the dry run's market gives notices
