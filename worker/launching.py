@@ -33,10 +33,12 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         job = repo.job_for_update(session, job_id=attempt.job_id)
         if job is None:
             return None
-        if attempt.standby and job.status != JobStatus.RUNNING.value:
-            # Its launch failed and its job has ended or moved since: nothing to stand beside,
-            # and no token to issue for a job that no longer runs.
-            attempt.stop_reason = STANDBY_STOP
+        if attempt.standby and (
+            job.status != JobStatus.RUNNING.value or attempt.stop_reason is not None
+        ):
+            # Its launch failed and its job has ended or moved since, or it was withdrawn before
+            # it launched: nothing to stand beside, and no token to issue for it.
+            attempt.stop_reason = attempt.stop_reason or STANDBY_STOP
             close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=STANDBY_STOPPED)
             return None
         # A fresh job-scoped token per launch: the clear token is never stored, so a retried

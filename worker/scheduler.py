@@ -19,9 +19,10 @@ from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby, Withdraw
 from api.placement.plan import Plan
 from gpujobs.resources import JobStatus
+from worker import handover
 from worker import repository as repo
 from worker.control import ControlPlane
 from worker.launchers.base import holds_standby, spot_probe
@@ -38,6 +39,7 @@ class ScheduleResult:
     rejected: int = 0
     migrated: int = 0
     standbys: int = 0
+    withdrawn: int = 0  # standbys stopped before their handover
     decide_seconds: float = 0.0
 
 
@@ -111,6 +113,10 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
     if isinstance(decision, Migrate):
         if _apply_migrate(cp, decision):
             result.migrated += 1
+        return
+    if isinstance(decision, Withdraw):
+        with transaction(cp.factory) as session:
+            result.withdrawn += _apply_withdraw(session, decision=decision)
         return
     if isinstance(decision, Standby):
         with transaction(cp.factory) as session:
@@ -206,6 +212,28 @@ def _apply_standby(session: Session, *, decision: Standby) -> str | None:
         },
     )
     return attempt.id
+
+
+def _apply_withdraw(session: Session, *, decision: Withdraw) -> int:
+    """Mark the job's standby to be stopped, unless the handover has begun: once the running
+    attempt is released, the standby is the attempt that trains next. The reconciler stops it
+    (handover.observe_standby). Rows are locked in the reconciler's order, standby then job, and
+    the release is taken under the standby's lock, so the two cannot cross."""
+    standby = repo.open_standby(session, job_id=decision.job_id, for_update=True)
+    if standby is None or standby.stop_reason is not None:
+        return 0
+    job = repo.job_for_update(session, job_id=decision.job_id)
+    running = repo.open_attempt(session, job_id=decision.job_id)
+    if job is None or running is None or running.stop_reason is not None:
+        return 0
+    standby.stop_reason = handover.STANDBY_STOP
+    lifecycle.note(
+        session,
+        job,
+        reason=f"standby attempt {standby.number} withdrawn: {decision.reason}",
+        data={"standby_attempt": standby.number, "attempt": running.number},
+    )
+    return 1
 
 
 def _apply_migrate(cp: ControlPlane, decision: Migrate) -> bool:

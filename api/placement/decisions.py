@@ -46,4 +46,14 @@ class Standby:
     reason: str
 
 
-Decision = Place | Defer | Reject | Migrate | Standby
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    """Stop the standby held beside the running attempt before its handover: the rule that held
+    it no longer would (the pool's learned lifetime fell, or the fallback to on-demand no longer
+    fits after a handover). The job keeps training where it runs."""
+
+    job_id: str
+    reason: str
+
+
+Decision = Place | Defer | Reject | Migrate | Standby | Withdraw

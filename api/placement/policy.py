@@ -13,7 +13,15 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby
+from api.placement.decisions import (
+    Decision,
+    Defer,
+    Migrate,
+    Place,
+    Reject,
+    Standby,
+    Withdraw,
+)
 from api.placement.options import (
     Market,
     Option,
@@ -97,7 +105,7 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     assert option is not None
     if current is not None:
         if job.standby is not None:
-            return None  # the handover, not a move, changes where it runs
+            return _withdraw(rnd, job, sit, verdict, view)  # the handover, not a move, moves it
         if current.capacity_type == CapacityType.ON_DEMAND and snap.standby and spot is not None:
             held = _standby(rnd, job, sit, verdict, view)
             if held is not None:
@@ -233,8 +241,6 @@ def _standby(
     assert spot is not None
     if spot.offer.key in job.no_standby:
         return None
-    if view is not None and not keeps_fallback(view):
-        return None
     if sit.hours_left is None and not standby_beats_move(
         lifetime=spot.lifetime_hours,
         restart=sit.restart_hours,
@@ -242,27 +248,65 @@ def _standby(
         price_ratio=sit.terms().price_ratio,
     ):
         return None  # no deadline: the move to spot is the cheaper way
-    if verdict.choice is Choice.SPOT:
-        reason = "spot is back: a standby takes over from on-demand at its checkpoint"
-    elif standby_pays(
-        lifetime=spot.lifetime_hours,
-        work_left=work_hours(job, spot),
-        restart=sit.restart_hours,
-        step=rnd.snapshot.step_hours,
-        price_ratio=sit.terms().price_ratio,
-    ):
-        reason = (
-            f"a standby on spot pays for itself: expected spot run "
-            f"{_duration(spot.lifetime_hours)} against a changeover of "
-            f"{_duration(sit.restart_hours)}, hidden while on-demand trains"
-        )
-    else:
+    reason = _standby_reason(rnd, job, sit, spot, verdict, view)
+    if reason is None:
         return None
     out = outcome(job, spot, sit.hours_left)
     if _over_budget(rnd, job, _budget_cost(job, out)):
         return None
     _take(rnd, job, spot, out)
     return Standby(job.id, Place(job.id, plan(job, spot, out, rnd.snapshot.now), "standby"), reason)
+
+
+def _withdraw(
+    rnd: _Round, job: JobState, sit: Situation, verdict: Verdict, view: SlackView | None
+) -> Decision | None:
+    """The standby held beside on-demand, judged again by the rule that held it: kept while it
+    would still be held (its start is spent either way), withdrawn when it would not. An offer
+    the market no longer shows is left to the standby itself to show (it holds capacity or not)."""
+    held = job.standby
+    assert held is not None
+    considered = rnd.market.spot(job)
+    spot = next((c.option for c in considered if c.option.offer.key == held.offer_key), None)
+    if spot is None or not rnd.snapshot.standby:
+        return None
+    if _standby_reason(rnd, job, sit, spot, verdict, view) is not None:
+        return None
+    why = (
+        "the fallback to on-demand would no longer fit after a handover"
+        if view is not None and not keeps_fallback(view)
+        else f"it no longer pays for itself: expected spot run {_duration(spot.lifetime_hours)} "
+        f"against a changeover of {_duration(sit.restart_hours)}"
+    )
+    return Withdraw(job.id, why)
+
+
+def _standby_reason(
+    rnd: _Round,
+    job: JobState,
+    sit: Situation,
+    spot: Option,
+    verdict: Verdict,
+    view: SlackView | None,
+) -> str | None:
+    """Why a standby on `spot` is worth holding beside on-demand now; None: it is not."""
+    if view is not None and not keeps_fallback(view):
+        return None
+    if verdict.choice is Choice.SPOT:
+        return "spot is back: a standby takes over from on-demand at its checkpoint"
+    if standby_pays(
+        lifetime=spot.lifetime_hours,
+        work_left=work_hours(job, spot),
+        restart=sit.restart_hours,
+        step=rnd.snapshot.step_hours,
+        price_ratio=sit.terms().price_ratio,
+    ):
+        return (
+            f"a standby on spot pays for itself: expected spot run "
+            f"{_duration(spot.lifetime_hours)} against a changeover of "
+            f"{_duration(sit.restart_hours)}, hidden while on-demand trains"
+        )
+    return None
 
 
 def _duration(hours: float) -> str:

@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 
-from api.placement import Current, JobState, Migrate, Standby, decide
+from api.placement import Current, JobState, Migrate, Standby, Withdraw, decide
 from api.placement.options import Market
 from api.placement.policy import _choice
 from api.placement.situation import situation
@@ -45,6 +45,32 @@ def test_a_job_holding_a_standby_is_left_to_its_handover() -> None:
     )
     assert decide(snap([held], standby=True)) == []
     assert decide(snap([held])) == []  # not migrated either: the handover moves it
+
+
+def test_a_held_standby_the_rule_would_no_longer_hold_is_withdrawn() -> None:
+    """Judged again each pass by the rule that held it, on its own offer: kept while the rule
+    would still hold it, withdrawn (on-demand trains on) once it would not."""
+    (first,) = decide(snap([on_demand(9.0, deadline=9.3)], standby=True))
+    assert isinstance(first, Standby)  # it pays: held
+    spot = first.to.plan.offer.key
+    since = NOW - timedelta(minutes=1)
+
+    def holding(work: float, deadline: float) -> JobState:
+        return replace(
+            on_demand(work, deadline=deadline), standby=Current(spot, CapacityType.SPOT, since)
+        )
+
+    assert decide(snap([holding(9.0, 9.3)], standby=True)) == []  # still wanted: kept
+    # The trainer measured a slower rate: a restart back onto on-demand after a handover would
+    # no longer fit, so leaving on-demand could not be undone in time.
+    (d,) = decide(snap([holding(9.0, 9.2)], standby=True))
+    assert isinstance(d, Withdraw) and "fallback to on-demand" in d.reason
+    # Nearly done: nothing left that a spot run would save.
+    (d,) = decide(snap([holding(0.05, 9.3)], standby=True))
+    assert isinstance(d, Withdraw) and d.reason.startswith("it no longer pays for itself")
+    # A standby on an offer the market no longer shows is left to show for itself.
+    gone = replace(holding(9.0, 9.2), standby=Current("nowhere/x/spot", CapacityType.SPOT, since))
+    assert decide(snap([gone], standby=True)) == []
 
 
 def test_a_standby_pays_for_itself_where_the_rule_keeps_on_demand() -> None:

@@ -329,6 +329,74 @@ def test_a_job_that_finishes_before_the_handover_stops_its_standby(world: World)
     assert standby.end_reason == "standby_stopped" and standby.cost_microusd is not None
 
 
+def slow_down(world: World, job_id: str, running_id: str) -> None:
+    """The running trainer measures a slower rate: 50 steps of 8 samples at 0.1128 samples/s
+    are 0.985 h of work in the hour left, on-demand still meets the deadline, but a restart back
+    onto it after a handover (0.01 h here, and one more step) would not."""
+    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128)
+
+
+def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
+    world: World,
+) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    slow_down(world, job_id, running_id)
+
+    result = schedule_once(world.cp)
+    assert result.withdrawn == 1 and result.standbys == 0 and result.migrated == 0, result
+    assert world.attempt(standby_id).stop_reason == "standby_stop"
+    note = world.notes(job_id)[-1]
+    assert note.startswith("standby attempt 2 withdrawn: the fallback to on-demand"), note
+    assert schedule_once(world.cp).withdrawn == 0  # once
+    # Its trainer, ready now, is told to stop; the running attempt is never released.
+    assert world.ask(job_id, standby_id).action == "stop"
+    reconcile_once(world.cp)
+    assert world.launcher.cancels == [handle_of(standby_id)]
+    world.clock.advance(60)
+    world.launcher.script(standby_id, ObservedState.CANCELLED)
+    reconcile_once(world.cp)
+    standby, running = world.attempt(standby_id), world.attempt(running_id)
+    assert standby.end_reason == "standby_stopped" and standby.cost_microusd  # its own minutes
+    assert running.stop_reason is None and running.ended_at is None
+    assert job(world.factory, job_id).status == S.RUNNING.value
+    assert world.statuses(job_id) == ["PENDING", "SCHEDULED", "RUNNING"]
+
+
+def test_a_standby_is_not_withdrawn_once_the_running_attempt_is_released(world: World) -> None:
+    """The handover has begun (the running attempt checkpoints to stop): the standby is the
+    attempt that trains next, whatever the rule now says."""
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    world.ask(job_id, standby_id)
+    reconcile_once(world.cp)
+    assert world.attempt(running_id).stop_reason == "handover"
+    slow_down(world, job_id, running_id)
+
+    assert schedule_once(world.cp).withdrawn == 0
+    assert world.attempt(standby_id).stop_reason is None
+
+
+def test_a_standby_withdrawn_before_its_launch_is_never_launched(world: World) -> None:
+    """A worker killed between the standby's insert and its launch, then the rule changes its
+    mind: the reconciler closes it instead of launching it."""
+    job_id, running_id = world.running_on_demand()
+    world.launcher.fail_launches = 1
+    standby_id = world.hold_standby(job_id)
+    slow_down(world, job_id, running_id)
+    assert schedule_once(world.cp).withdrawn == 1
+
+    reconcile_once(world.cp)
+
+    assert len([r for r in world.launcher.launches if r.attempt_id == standby_id]) == 1
+    standby = world.attempt(standby_id)
+    assert standby.end_reason == "standby_stopped" and standby.cost_microusd == 0
+    assert world.attempt(running_id).ended_at is None
+
+
 def test_a_cancel_stops_both_attempts(world: World) -> None:
     job_id, running_id = world.running_on_demand()
     standby_id = world.hold_standby(job_id)
