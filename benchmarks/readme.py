@@ -137,16 +137,26 @@ def spot_online_bound(r: dict[str, Any]) -> Row:
         )
 
     own = vs_up["bayes_full_observation_per_trace"]
+    cost = r["mean_cost_normalized"]
+    handover = "bayes_full_observation_handover"
+    ceiling = (
+        f"; allowed the handover too (the ceiling of make-before-break), "
+        f"{figures(handover)}; ours + standby on the same jobs {cost['ours_standby']:.3f}, "
+        f"{_pct(cost['ours_standby'] / cost[handover] - 1.0)} above that ceiling "
+        f"({figures('ours_standby')})"
+        if handover in cost
+        else ""
+    )
     return (
         "spot policy, online reference",
-        "`python -m benchmarks.spot.online_bound --data ../shared/data`",
+        "`python -m benchmarks.spot.online_bound --data ../shared/data --starts 3`",
         f"the Bayes-optimal policy for a model of availability fitted on the traces themselves "
         f"(semi-Markov: how long a run has lasted), on the spot policy's {r['cells']} "
         f"single-zone cells: seeing availability at every tick, "
         f"{figures('bayes_full_observation')}; with the model fitted on each trace alone, "
         f"{_pct(-own)} cheaper than Uniform Progress; seeing availability only through launch "
         f"attempts, as production does (QMDP, a heuristic), "
-        f"{figures('bayes_attempts_only')}; {r['deadline_misses']} deadlines missed",
+        f"{figures('bayes_attempts_only')}{ceiling}; {r['deadline_misses']} deadlines missed",
     )
 
 
@@ -198,9 +208,11 @@ def quote_calibration(r: dict[str, Any]) -> Row:
     return (
         "quote calibration",
         "`python -m benchmarks.quote_calibration --data ../shared/data`",
-        f"{r['jobs']} jobs replayed on the spot traces, each quoted by a service that had watched "
-        f"its pool for the week before: median \\|quote - billed\\| / billed of the likely "
-        f"(median-run) cost **{likely:.2f}** (goal 0.10{'' if likely <= 0.10 else ', not met'}; "
+        f"{r['jobs']} jobs replayed on the spot traces"
+        f"{' with make-before-break' if r['setting'].get('standby') else ''}, each quoted by a "
+        f"service that had watched its pool for the week before: median \\|quote - billed\\| / "
+        f"billed of the likely (median-run) cost **{likely:.2f}** "
+        f"(goal 0.10{'' if likely <= 0.10 else ', not met'}; "
         f"best figure per pool and size in hindsight {r['median_abs_error_hindsight_floor']:.2f}"
         f"), of the expected cost {r['median_abs_error_quote']:.2f}, of the single-plan cost "
         f"{r['median_abs_error_single_plan_baseline']:.2f}; total quoted / billed "

@@ -14,10 +14,17 @@ tick): an optimistic reference for an online policy under this model, not a proo
 conceivable online policy (one that exploited structure the model lacks, a time of day, could
 do better). The second is a heuristic, not the optimum for what it sees, and bounds nothing.
 
+The ceiling of make-before-break (issue #25) is the first allowed the handover too
+(`bayes_full_observation_handover`): beside on-demand it may hold a standby on spot, billed at
+the spot price through its changeover and the handover tick, lost when spot goes, handed over
+with no step lost, as the simulator has it. Seeing every tick it never tries in vain; production's
+standby sees spot only as its launch attempts do. Ours with the standby (`ours_standby`,
+benchmarks/spot/standby.py) runs on the same jobs, in the same table.
+
 Rules are the simulator's (benchmarks/spot/simulator.py): the policies run there, on the same
 cells and starts as benchmarks/spot_policy.
 
-    python -m benchmarks.spot.online_bound --data ../shared/data
+    python -m benchmarks.spot.online_bound --data ../shared/data --starts 3
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from benchmarks.spot.experiment import (
     SETTINGS,
     START_TICKS,
     TRACE_SETS,
+    _seen,
     _starts,
 )
 from benchmarks.spot.omniscient import omniscient_costs_zones
@@ -45,6 +53,7 @@ from benchmarks.spot.simulator import (
     IDLE,
     ON_DEMAND,
     SPOT,
+    STANDBY,
     Cadence,
     Policy,
     Setting,
@@ -53,16 +62,19 @@ from benchmarks.spot.simulator import (
     load_trace,
     simulate,
 )
+from benchmarks.spot.standby import OursStandbyPolicy
 
 AGES = 24  # age buckets: a run's first AGES - 1 ticks exactly, the rest pooled
 FLOOR = 1e-4  # no run is certain to go on (or to end): keeps the deadline out of a bet
 INFEASIBLE = 1e9  # the cost of missing the deadline: larger than any bill
-ACTIONS = (IDLE, SPOT, ON_DEMAND)
+ACTIONS = (IDLE, SPOT, ON_DEMAND, STANDBY)  # the plan's choices, by index
 POLICIES = (
     "uniform_progress",
+    "ours_standby",
     "bayes_attempts_only",
     "bayes_full_observation",
     "bayes_full_observation_per_trace",
+    "bayes_full_observation_handover",
     "omniscient",
 )
 
@@ -105,27 +117,51 @@ class Plan:
     inc: np.ndarray | None = None
 
 
-def solve(setting: Setting, h: np.ndarray, *, keep_expected: bool = False) -> Plan:
+def solve(
+    setting: Setting, h: np.ndarray, *, keep_expected: bool = False, standby: bool = False
+) -> Plan:
     """Backward induction over (tick, progress, instance state, availability, age).
 
     Instance states: 0 idle, 1 + k spot and d + 2 + k on-demand with k changeover ticks left.
     A tick on an instance with k > 0 makes no progress and leaves k - 1; with k = 0 it makes
     one tick of progress. A spot instance whose zone is unavailable at the next tick is lost
-    (idle) before the policy is asked again, as in the simulator."""
+    (idle) before the policy is asked again, as in the simulator.
+
+    With `standby`, make-before-break as the simulator has it (issue #25): on-demand with k
+    changeover ticks left and a standby on spot with j left is one state more each
+    (`_standby_state`), billed at both prices. Holding a standby with j > 0 goes on (j - 1);
+    with j = 0 it hands over within the tick (progress made once) to spot with none left. A
+    standby is started only while spot is there (seeing every tick, the plan never tries in
+    vain) and lost to on-demand alone when the zone is out at the next tick."""
     s = setting
     W, D, d = s.work, s.deadline, s.changeover
-    states = 2 * (d + 1) + 1
+    base = 2 * (d + 1) + 1
+    states = base + ((d + 1) ** 2 if standby else 0)
     spot = np.arange(1, d + 2)
     od = np.arange(d + 2, 2 * d + 3)
-    price = np.zeros(states)
+    price = np.zeros(base)
     price[spot], price[od] = s.spot_tick_cost, s.od_tick_cost
     k = np.concatenate([[0], np.arange(d + 1), np.arange(d + 1)])
     after = np.concatenate([[0], spot[np.maximum(k[spot] - 1, 0)], od[np.maximum(k[od] - 1, 0)]])
-    inc = np.where((k == 0) & (np.arange(states) > 0), 1, 0)
+    inc = np.where((k == 0) & (np.arange(base) > 0), 1, 0)
     on_spot = np.isin(np.arange(states), spot)
     on_od = np.isin(np.arange(states), od)
     choose_spot = np.where(on_spot, np.arange(states), spot[-1])  # continue, else a fresh start
     choose_od = np.where(on_od, np.arange(states), od[-1])
+    held = np.zeros(0, dtype=np.int64)
+    if standby:
+        ks, js = np.divmod(np.arange((d + 1) ** 2), d + 1)
+        held = _standby_state(ks, js, d)
+        price = np.concatenate([price, np.full(len(held), s.od_tick_cost + s.spot_tick_cost)])
+        handover = js == 0
+        after = np.concatenate(
+            [after, np.where(handover, spot[0], _standby_state(np.maximum(ks - 1, 0), js - 1, d))]
+        )
+        inc = np.concatenate([inc, np.where(handover | (ks == 0), 1, 0)])
+        choose_od[held] = od[ks]  # answering on-demand stops the standby
+        choose_standby = np.full(states, -1)
+        choose_standby[od] = _standby_state(np.arange(d + 1), d, d)  # a standby is started
+        choose_standby[held] = held  # held: it goes on, or hands over when ready
     older = np.minimum(np.arange(AGES) + 1, AGES - 1)
 
     value = np.full((W + 1, states, 2, AGES), INFEASIBLE)  # at tick D
@@ -133,33 +169,43 @@ def solve(setting: Setting, h: np.ndarray, *, keep_expected: bool = False) -> Pl
     lows: list[int] = [0] * D
     tables: list[np.ndarray] = [np.zeros(0, dtype=np.int8)] * D
     kept: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * D
+    written = 0  # rows below it hold the last tick's values
     for t in range(D - 1, -1, -1):
         lo, hi = max(0, W - (D - t)), min(t, W - 1)  # progress reachable and still in time
-        nxt = value.copy()
-        nxt[:, spot, 0, :] = value[:, [0], 0, :]  # preempted at the start of the next tick
+        ahead = value[lo : hi + 2]  # a tick makes at most one tick of progress
+        nxt = ahead.copy()
+        nxt[:, spot, 0, :] = ahead[:, [0], 0, :]  # preempted at the start of the next tick
+        if standby:  # a standby lost: on-demand alone goes on
+            nxt[:, held, 0, :] = ahead[:, od[np.divmod(held - base, d + 1)[0]], 0, :]
         stay = nxt[:, :, :, older]
         flip = nxt[:, :, ::-1, :1]
         expected = (1.0 - h)[None, None] * stay + h[None, None] * flip
-        rows = np.arange(lo, hi + 1)
+        rows = np.arange(hi - lo + 1)
         q = price[None, :, None, None] + expected[rows[:, None] + inc[None, :], after[None, :]]
-        options = np.stack(
-            [
-                np.broadcast_to(q[:, :1], q.shape),
-                q[:, choose_spot],
-                q[:, choose_od],
-            ]
-        )
+        choices = [np.broadcast_to(q[:, :1], q.shape), q[:, choose_spot], q[:, choose_od]]
+        if standby:
+            allowed = choose_standby >= 0
+            by_standby = np.full_like(q, INFEASIBLE)
+            by_standby[:, allowed] = q[:, choose_standby[allowed]]
+            by_standby[:, od, 0, :] = INFEASIBLE  # no standby starts while the zone is out
+            choices.append(by_standby)
+        options = np.stack(choices)
         options[1, :, :, 0, :] = INFEASIBLE  # no spot while the zone is out
         best = options.argmin(axis=0).astype(np.int8)
-        value = np.full_like(value, INFEASIBLE)
-        value[W] = 0.0
+        value[hi + 1 : written] = INFEASIBLE  # the band moves down: its old top is past reach
         value[lo : hi + 1] = np.take_along_axis(options, best[None].astype(np.int64), 0)[0]
+        written = hi + 1
         lows[t], tables[t] = lo, best
         if keep_expected:
-            kept[t] = expected[lo : min(hi + 2, W + 1)].astype(np.float32)
+            kept[t] = expected.astype(np.float32)
     if not keep_expected:
         return Plan(lows, tables, value[0, 0].copy())
     return Plan(lows, tables, value[0, 0].copy(), kept, price, after, inc)
+
+
+def _standby_state(k: np.ndarray | int, j: np.ndarray | int, d: int) -> np.ndarray:
+    """The state of on-demand with k changeover ticks left and a standby with j left."""
+    return np.asarray(2 * (d + 1) + 1 + np.asarray(k) * (d + 1) + np.asarray(j))
 
 
 class BayesPolicy:
@@ -180,6 +226,8 @@ class BayesPolicy:
             return ON_DEMAND
         if view.current == SPOT:
             state = 1 + view.changeover_left
+        elif view.current == ON_DEMAND and view.standby_zone is not None:
+            state = int(_standby_state(view.changeover_left, view.standby_left, self.d))
         elif view.current == ON_DEMAND:
             state = self.d + 2 + view.changeover_left
         else:
@@ -279,56 +327,76 @@ class FilteredBayesPolicy:
         return min(costs, key=lambda k: costs[k])
 
 
-def run(data: Path, n_starts: int = START_TICKS) -> dict[str, object]:
+def _cell(task: tuple[str, str, str, float, int]) -> tuple[str, str, float, dict[str, float]]:
+    """One (trace set, setting, job fraction) cell: every policy on every trace's starts."""
+    data_dir, set_name, setting_name, fraction, n_starts = task
+    traces: list[Trace] = [
+        load_trace(p) for p in sorted((Path(data_dir) / "spot-traces" / set_name).glob("*.json"))
+    ]
+    h = hazards([t.available for t in traces])
+    spot_price, od_price, changeover = SETTINGS[setting_name]
+    setting = Setting.from_hours(
+        traces[0],
+        work_hours=DEADLINE_HOURS * fraction,
+        deadline_hours=DEADLINE_HOURS,
+        changeover_hours=changeover,
+        spot_price=spot_price,
+        od_price=od_price,
+    )
     cadence = Cadence.production()
-    cells: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    plan = solve(setting, h, keep_expected=True)
+    with_handover = solve(setting, h, standby=True)
+    od_cost = (setting.work + setting.changeover) * setting.od_tick_cost
+    costs: dict[str, list[float]] = {name: [] for name in POLICIES}
+    misses = 0
+    for trace in traces:
+        available = trace.available
+        own = solve(setting, hazards([available]))  # fitted on this trace alone
+        starts = _starts(trace.name, len(available), setting, n_starts)
+        best = omniscient_costs_zones(available[None], starts, setting) / od_cost
+        costs["omniscient"].extend(float(c) for c in best)
+        for st in starts:
+            policies: dict[str, Policy] = {
+                "uniform_progress": uniform_progress_policy,
+                "ours_standby": OursStandbyPolicy(
+                    [trace.name], setting, seen=_seen(available, st, setting)
+                ),
+                "bayes_full_observation": BayesPolicy(plan, available, st, setting),
+                "bayes_full_observation_per_trace": BayesPolicy(own, available, st, setting),
+                "bayes_full_observation_handover": BayesPolicy(
+                    with_handover, available, st, setting
+                ),
+                "bayes_attempts_only": FilteredBayesPolicy(plan, h, available, st, setting),
+            }
+            for name, policy in policies.items():
+                result = simulate(available, st, setting, policy, cadence)
+                costs[name].append(result.cost / od_cost)
+                if name != "uniform_progress" and not result.met_deadline:
+                    misses += 1
+    cell: dict[str, float] = {name: round(float(np.mean(v)), 5) for name, v in costs.items()}
+    cell["deadline_misses"] = misses
+    print(setting_name, set_name, fraction, cell, flush=True)
+    return set_name, setting_name, fraction, cell
+
+
+def run(data: Path, n_starts: int = START_TICKS, workers: int = 2) -> dict[str, object]:
     started = time.perf_counter()
-    for set_name in TRACE_SETS:
-        traces: list[Trace] = [
-            load_trace(p) for p in sorted((data / "spot-traces" / set_name).glob("*.json"))
-        ]
-        h = hazards([t.available for t in traces])
-        for setting_name, (spot_price, od_price, changeover) in SETTINGS.items():
-            for fraction in JOB_FRACTIONS:
-                setting = Setting.from_hours(
-                    traces[0],
-                    work_hours=DEADLINE_HOURS * fraction,
-                    deadline_hours=DEADLINE_HOURS,
-                    changeover_hours=changeover,
-                    spot_price=spot_price,
-                    od_price=od_price,
-                )
-                plan = solve(setting, h, keep_expected=True)
-                od_cost = (setting.work + setting.changeover) * setting.od_tick_cost
-                costs: dict[str, list[float]] = {name: [] for name in POLICIES}
-                misses = 0
-                for trace in traces:
-                    available = trace.available
-                    own = solve(setting, hazards([available]))  # fitted on this trace alone
-                    starts = _starts(trace.name, len(available), setting, n_starts)
-                    best = omniscient_costs_zones(available[None], starts, setting) / od_cost
-                    costs["omniscient"].extend(float(c) for c in best)
-                    for st in starts:
-                        policies: dict[str, Policy] = {
-                            "uniform_progress": uniform_progress_policy,
-                            "bayes_full_observation": BayesPolicy(plan, available, st, setting),
-                            "bayes_full_observation_per_trace": BayesPolicy(
-                                own, available, st, setting
-                            ),
-                            "bayes_attempts_only": FilteredBayesPolicy(
-                                plan, h, available, st, setting
-                            ),
-                        }
-                        for name, policy in policies.items():
-                            result = simulate(available, st, setting, policy, cadence)
-                            costs[name].append(result.cost / od_cost)
-                            if name != "uniform_progress" and not result.met_deadline:
-                                misses += 1
-                del plan
-                cell = {name: round(float(np.mean(v)), 5) for name, v in costs.items()}
-                cell["deadline_misses"] = misses
-                cells.setdefault(setting_name, {}).setdefault(set_name, {})[str(fraction)] = cell
-                print(setting_name, set_name, fraction, cell, flush=True)
+    tasks = [
+        (str(data), set_name, setting_name, fraction, n_starts)
+        for set_name in TRACE_SETS
+        for setting_name in SETTINGS
+        for fraction in JOB_FRACTIONS
+    ]
+    if workers > 1:
+        from multiprocessing import Pool
+
+        with Pool(workers) as pool:
+            done = pool.map(_cell, tasks, chunksize=1)
+    else:
+        done = [_cell(task) for task in tasks]
+    cells: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for set_name, setting_name, fraction, cell in done:
+        cells.setdefault(setting_name, {}).setdefault(set_name, {})[str(fraction)] = cell
     flat = [c for sets in cells.values() for fractions in sets.values() for c in fractions.values()]
 
     def avg(name: str) -> float:
@@ -371,11 +439,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--starts", type=int, default=START_TICKS)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/spot_online_bound.json")
     )
     args = parser.parse_args(argv)
-    result = run(args.data, args.starts)
+    result = run(args.data, args.starts, args.workers)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     summary = {k: v for k, v in result.items() if k != "by_cell"}
     print(json.dumps(summary, indent=1))

@@ -4,7 +4,7 @@ their own model (where their expected costs are checkable) and on traces known b
 import numpy as np
 import pytest
 
-from benchmarks.spot.omniscient import omniscient_costs
+from benchmarks.spot.omniscient import omniscient_costs, omniscient_costs_zones
 from benchmarks.spot.online_bound import (
     AGES,
     BayesPolicy,
@@ -100,3 +100,24 @@ def test_a_trace_that_never_changes_is_all_spot_or_all_on_demand(up: bool) -> No
         price = 1.0 if up else 3.0
         assert result.met_deadline
         assert result.cost == pytest.approx((SETTING.work + SETTING.changeover) * price)
+
+
+def test_with_the_handover_the_plan_costs_what_it_expects_and_no_more_than_without() -> None:
+    h = bursty()
+    plain = solve(SETTING, h)
+    plan = solve(SETTING, h, standby=True)
+    # the handover is one choice more: never dearer in expectation, and here cheaper
+    assert plan.start_values[1, 0] < plain.start_values[1, 0] - 1e-6
+    rng = np.random.default_rng(13)
+    costs, handovers, best = [], 0, []
+    for trace in drawn(h, rng, 1500):
+        result = simulate(trace, 0, SETTING, BayesPolicy(plan, trace, 0, SETTING))
+        assert result.met_deadline
+        assert result.failed_attempts == 0  # seeing every tick, it never tries in vain
+        costs.append(result.cost)
+        handovers += result.handovers
+        best.append(float(omniscient_costs_zones(trace[None], [0], SETTING, standby=True)[0]))
+    error = np.std(costs) / np.sqrt(len(costs))
+    assert abs(np.mean(costs) - plan.start_values[1, 0]) < 4 * error + 1e-9
+    assert handovers > 0
+    assert np.mean(best) <= np.mean(costs)
