@@ -7,12 +7,14 @@ seeded random start times on each 1-node availability trace, the quote admission
 (api.placement.estimate.policy_quote on the snapshot the scheduler would see at submit) is
 compared with the cost of the same job replayed tick by tick through the shipped decide() on the
 trace at production's retry cadence (benchmarks/spot: the adapter the spot policy benchmark
-uses, learning the rate as it goes). The snapshot is a running service's: the pool's shipped
-prior (for these zones fitted on these same traces over all their periods, 2022-2023, so not
-the period replayed) updated with what the service saw of the pool in the observation window
-before submit, as a service keeping one spot job there would have seen it (observed.py, folded
-by the scheduler's own learning.pool_history), decide()'s restart and reaction time, and whether
-spot is there now. The replay starts from the same learned state.
+uses, learning the rate as it goes), with make-before-break where the service has it by default,
+in the quote and the replay (benchmarks/spot/standby.py; `--no-standby` without). The snapshot
+is a running service's: the pool's shipped prior (for these zones fitted on these same traces
+over all their periods, 2022-2023, so not the period replayed) updated with what the service saw
+of the pool in the observation window before submit, as a service keeping one spot job there
+would have seen it (observed.py, folded by the scheduler's own learning.pool_history),
+decide()'s restart and reaction time, and whether spot is there now. The replay starts from the
+same learned state.
 Reported: median |quote - billed| / billed for the quote's likely (median-run) cost, the point
 figure that minimises an absolute error, and for its expected cost (overall, per job size, per
 spot-available-at-submit), the total quoted over the total billed, how often billed cost
@@ -45,9 +47,11 @@ from api.placement.quote import Quote
 from api.placement.snapshot import JobState, Snapshot
 from api.placement.world import OBSERVATION_WINDOW
 from api.pricing.preemption import PreemptionPrior, default_priors
+from api.settings import Settings
 from benchmarks.spot.adapter import SIM_EPOCH, OursPolicy
 from benchmarks.spot.observed import learned_before
 from benchmarks.spot.simulator import CHANGEOVER_HOURS, Cadence, Setting, load_trace, simulate
+from benchmarks.spot.standby import OursStandbyPolicy
 from gpujobs.spec import CapacitySpec, CapacityType
 
 DEADLINE_HOURS = 48.0
@@ -58,7 +62,9 @@ SEED = 20240416
 SETS = ("availability/1-node/aws-02-15-2023", "availability/1-node/aws-10-26-2022")
 
 
-def _quote(policy: OursPolicy, spot_now: bool, learned: PreemptionPrior) -> tuple[Quote, float]:
+def _quote(
+    policy: OursPolicy, spot_now: bool, learned: PreemptionPrior, *, standby: bool
+) -> tuple[Quote, float]:
     """The quote admission records: policy_quote() on the snapshot the scheduler would see at
     submit (the shipped priors for the pool, decide()'s restart time and reaction time, whether
     spot is there now), for the job the replay runs. The simulator bills no checkpoint stall and
@@ -87,6 +93,7 @@ def _quote(policy: OursPolicy, spot_now: bool, learned: PreemptionPrior) -> tupl
         rates={(policy.offer.zone, policy.offer.instance_type): learned},
         restart_hours=s.changeover * s.gap_hours,
         step_hours=s.gap_hours,
+        standby=standby,
     )
     market = Market(snap)
     q = policy_quote(market, job, snap)
@@ -97,9 +104,9 @@ def _quote(policy: OursPolicy, spot_now: bool, learned: PreemptionPrior) -> tupl
     return q, single
 
 
-def _replay(
-    path: Path, set_name: str, fractions: tuple[float, ...], starts: int, spot_only: bool
-) -> list[dict[str, Any]]:
+def _replay(task: tuple[Path, str, int, bool, bool]) -> list[dict[str, Any]]:
+    path, set_name, starts, spot_only, standby = task
+    fractions = SPOT_ONLY_FRACTIONS if spot_only else FRACTIONS
     rows: list[dict[str, Any]] = []
     trace = load_trace(path)
     cadence = Cadence.production()
@@ -130,12 +137,14 @@ def _replay(
                 retry_seconds=cadence.retry_seconds,
                 epoch=SIM_EPOCH - timedelta(hours=int(start) * trace.gap_hours),
             )
-            policy = OursPolicy(trace.name, setting, prior=prior, seen=[seen])
+            # with make-before-break, as production admits by default (GPUJOBS_STANDBY)
+            replayed = OursStandbyPolicy if standby else OursPolicy
+            policy = replayed(trace.name, setting, prior=prior, seen=[seen])
             if spot_only:
                 capacity = CapacitySpec.model_validate({"types": ["spot"]})
                 policy.spec = policy.spec.model_copy(update={"capacity": capacity})
             now = bool(trace.available[start])
-            q, single = _quote(policy, now, learned)
+            q, single = _quote(policy, now, learned, standby=standby)
             billed = simulate(trace.available, int(start), setting, policy, cadence)
             rows.append(
                 {
@@ -201,15 +210,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=root.parent.parent / "shared" / "data")
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--out", type=Path, default=root / "results" / "quote_calibration.json")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--standby",
+        action=argparse.BooleanOptionalAction,
+        default=Settings().standby,
+        help="make-before-break in the quote and the replay (default: the service's default)",
+    )
     args = parser.parse_args(argv)
-    rows: list[dict[str, Any]] = []
-    spot_rows: list[dict[str, Any]] = []
-    for set_name in SETS:
-        for path in sorted((args.data / "spot-traces" / set_name).glob("*.json")):
-            if "v100_1" not in path.stem:
-                continue  # the p3.2xlarge traces: one offer, one price
-            rows += _replay(path, set_name, FRACTIONS, args.starts, spot_only=False)
-            spot_rows += _replay(path, set_name, SPOT_ONLY_FRACTIONS, args.starts, spot_only=True)
+    tasks = [
+        (path, set_name, args.starts, spot_only, args.standby)
+        for set_name in SETS
+        for path in sorted((args.data / "spot-traces" / set_name).glob("*.json"))
+        if "v100_1" in path.stem  # the p3.2xlarge traces: one offer, one price
+        for spot_only in (False, True)
+    ]
+    if args.workers > 1:
+        from multiprocessing import Pool
+
+        with Pool(args.workers) as pool:
+            done = pool.map(_replay, tasks, chunksize=1)
+    else:
+        done = [_replay(task) for task in tasks]
+    rows = [row for task, part in zip(tasks, done, strict=True) if not task[3] for row in part]
+    spot_rows = [row for task, part in zip(tasks, done, strict=True) if task[3] for row in part]
     if not rows:
         parser.error(f"--data {args.data}: no p3.2xlarge traces under spot-traces/{SETS[0]}")
     everything = _calibration(rows + spot_rows)
@@ -222,6 +246,7 @@ def main(argv: list[str] | None = None) -> None:
             "starts_per_trace_and_fraction": args.starts,
             "trace_sets": SETS,
             "seed": SEED,
+            "standby": args.standby,
         },
         "jobs": len(rows),
         "median_abs_error_typical": _error(rows, "typical"),
