@@ -33,6 +33,7 @@ from api.catalog.repository import mark_outage
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
+from api.placement.repository import STANDBY_WITHDRAWN as STANDBY_WITHDRAWN  # stop and end
 from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker.billing import close, ending
@@ -191,8 +192,8 @@ def _close_lost(
     state, code = observation.state, observation.exit_code
     if standby.stop_reason == STANDBY_STOP:
         end_reason = STANDBY_STOPPED
-    elif standby.stop_reason == STANDBY_STUCK:
-        end_reason = STANDBY_STUCK
+    elif standby.stop_reason in (STANDBY_STUCK, STANDBY_WITHDRAWN):
+        end_reason = standby.stop_reason
     elif state == ObservedState.NO_CAPACITY:
         end_reason = "no_capacity"
     elif state == ObservedState.PREEMPTED or (
@@ -217,7 +218,10 @@ def _close_lost(
             until=now + timedelta(seconds=cp.settings.no_capacity_backoff_s),
             reason=observation.message or "no capacity",
         )
-    if end_reason in (STANDBY_STOPPED, STANDBY_STUCK) or JobStatus(job.status).terminal:
+    if (
+        end_reason in (STANDBY_STOPPED, STANDBY_STUCK, STANDBY_WITHDRAWN)
+        or JobStatus(job.status).terminal
+    ):
         return
     detail = f": {observation.message}" if observation.message else ""
     lifecycle.note(

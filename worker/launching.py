@@ -19,7 +19,7 @@ from gpujobs.spec import JobSpec
 from worker import repository as repo
 from worker.billing import close
 from worker.control import ControlPlane
-from worker.handover import STANDBY_STOP, STANDBY_STOPPED
+from worker.handover import STANDBY_STOP, STANDBY_STOPPED, STANDBY_WITHDRAWN
 from worker.launchers.base import LaunchRequest
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,10 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
             # Its launch failed and its job has ended or moved since, or it was withdrawn before
             # it launched: nothing to stand beside, and no token to issue for it.
             attempt.stop_reason = attempt.stop_reason or STANDBY_STOP
-            close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=STANDBY_STOPPED)
+            ended = (
+                STANDBY_WITHDRAWN if attempt.stop_reason == STANDBY_WITHDRAWN else STANDBY_STOPPED
+            )
+            close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=ended)
             return None
         # A fresh job-scoped token per launch: the clear token is never stored, so a retried
         # launch cannot reuse the first one's.

@@ -78,6 +78,9 @@ def _decide_and_apply(
             pending=repo.jobs_by_ids(session, ids=ids),
             running=repo.open_attempts(session, job_status=JobStatus.RUNNING),
             speeds=calibration.gpu_speeds,
+            # a standby withdrawn is not held again there at once: a rate estimate hovering
+            # at the rule's edge would otherwise start one and withdraw it pass after pass
+            withdrawn_since=now - timedelta(seconds=cp.settings.no_capacity_backoff_s),
         )
         if not jobs:
             return
@@ -226,7 +229,7 @@ def _apply_withdraw(session: Session, *, decision: Withdraw) -> int:
     running = repo.open_attempt(session, job_id=decision.job_id)
     if job is None or running is None or running.stop_reason is not None:
         return 0
-    standby.stop_reason = handover.STANDBY_STOP
+    standby.stop_reason = handover.STANDBY_WITHDRAWN
     lifecycle.note(
         session,
         job,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt
@@ -121,17 +121,29 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
 
 # How a standby that will fail again ends (not a preemption nor no capacity: the pool's own).
 STANDBY_FAILURES = ("failed", "standby_stuck")
+# How one ends that the rule no longer wanted (decide()'s Withdraw; worker.handover uses it).
+STANDBY_WITHDRAWN = "withdrawn"
 
 
-def failed_standbys(session: Session, *, job_ids: list[str]) -> dict[str, list[str]]:
-    """Per job: the spot offers (keys) where a standby of it failed or never waited."""
+def failed_standbys(
+    session: Session, *, job_ids: list[str], withdrawn_since: datetime | None = None
+) -> dict[str, list[str]]:
+    """Per job: the spot offers (keys) where a standby of it failed or never waited, and where
+    one withdrawn has ended since `withdrawn_since`."""
     if not job_ids:
         return {}
+    ended: ColumnElement[bool] = JobAttempt.end_reason.in_(STANDBY_FAILURES)
+    if withdrawn_since is not None:
+        ended = or_(
+            ended,
+            and_(
+                JobAttempt.end_reason == STANDBY_WITHDRAWN,
+                JobAttempt.ended_at >= withdrawn_since,
+            ),
+        )
     attempts = session.scalars(
         select(JobAttempt).where(
-            JobAttempt.job_id.in_(job_ids),
-            JobAttempt.standby.is_(True),
-            JobAttempt.end_reason.in_(STANDBY_FAILURES),
+            JobAttempt.job_id.in_(job_ids), JobAttempt.standby.is_(True), ended
         )
     )
     found: dict[str, list[str]] = {}

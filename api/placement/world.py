@@ -278,11 +278,14 @@ def job_states(
     pending: Sequence[Job],
     running: Sequence[tuple[Job, JobAttempt]],
     speeds: Speeds,
+    withdrawn_since: datetime | None = None,
 ) -> list[JobState]:
     """The scheduler's jobs as decide() sees them, pending first: a pending job's spot offers
     that preempted it before its first checkpoint are backed off. A job whose stored spec does
     not load is left out (logged): one unreadable job must not stop scheduling for everyone.
-    A running job's standby (among `running`) is seen as its `standby`, not as a second job."""
+    A running job's standby (among `running`) is seen as its `standby`, not as a second job;
+    it holds no new one where one failed or never waited, nor, after `withdrawn_since`, where
+    one was withdrawn."""
     standbys = {job.id: attempt for job, attempt in running if attempt.standby}
     running = [(job, attempt) for job, attempt in running if not attempt.standby]
     found = measures(session, [*pending, *(job for job, _ in running)], speeds=speeds)
@@ -299,7 +302,9 @@ def job_states(
         else j
         for j in waiting
     ]
-    failed = repository.failed_standbys(session, job_ids=[job.id for job, _ in running])
+    failed = repository.failed_standbys(
+        session, job_ids=[job.id for job, _ in running], withdrawn_since=withdrawn_since
+    )
     return [
         *waiting,
         *(

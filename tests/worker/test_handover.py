@@ -347,7 +347,7 @@ def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
 
     result = schedule_once(world.cp)
     assert result.withdrawn == 1 and result.standbys == 0 and result.migrated == 0, result
-    assert world.attempt(standby_id).stop_reason == "standby_stop"
+    assert world.attempt(standby_id).stop_reason == "withdrawn"
     note = world.notes(job_id)[-1]
     assert note.startswith("standby attempt 2 withdrawn: the fallback to on-demand"), note
     assert schedule_once(world.cp).withdrawn == 0  # once
@@ -359,10 +359,31 @@ def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
     world.launcher.script(standby_id, ObservedState.CANCELLED)
     reconcile_once(world.cp)
     standby, running = world.attempt(standby_id), world.attempt(running_id)
-    assert standby.end_reason == "standby_stopped" and standby.cost_microusd  # its own minutes
+    assert standby.end_reason == "withdrawn" and standby.cost_microusd  # its own minutes
     assert running.stop_reason is None and running.ended_at is None
     assert job(world.factory, job_id).status == S.RUNNING.value
     assert world.statuses(job_id) == ["PENDING", "SCHEDULED", "RUNNING"]
+
+
+def test_a_withdrawn_standby_is_not_held_again_there_before_the_backoff(world: World) -> None:
+    """A rate estimate hovering at the rule's edge must not start a standby and withdraw it
+    pass after pass: after a withdrawal that offer waits out `no_capacity_backoff_s`."""
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    slow_down(world, job_id, running_id)
+    assert schedule_once(world.cp).withdrawn == 1
+    world.launcher.script(standby_id, ObservedState.CANCELLED)
+    reconcile_once(world.cp)
+    # The rate recovers at once: the rule would hold a standby again, but not there yet.
+    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.89)
+    offer = world.attempt(standby_id).placement.offer_key
+    assert schedule_once(world.cp).standbys == 0
+    world.clock.advance(world.cp.settings.no_capacity_backoff_s + 1)
+    assert schedule_once(world.cp).standbys == 1
+    (held,) = [a for a in attempts(world.factory, job_id) if a.standby and a.ended_at is None]
+    assert held.placement.offer_key == offer  # the same offer, once the backoff has passed
 
 
 def test_a_standby_is_not_withdrawn_once_the_running_attempt_is_released(world: World) -> None:
@@ -393,7 +414,7 @@ def test_a_standby_withdrawn_before_its_launch_is_never_launched(world: World) -
 
     assert len([r for r in world.launcher.launches if r.attempt_id == standby_id]) == 1
     standby = world.attempt(standby_id)
-    assert standby.end_reason == "standby_stopped" and standby.cost_microusd == 0
+    assert standby.end_reason == "withdrawn" and standby.cost_microusd == 0
     assert world.attempt(running_id).ended_at is None
 
 
