@@ -190,15 +190,18 @@ def _close_lost(
     """A standby that went before any handover: on the ledger, with what it taught of its pool
     (a preemption, no capacity), and a line on the job; the job runs on as it was."""
     state, code = observation.state, observation.exit_code
-    if standby.stop_reason == STANDBY_STOP:
+    # What the launcher saw of the pool is the pool's own news, even for a standby being
+    # stopped: it is learned from (an outage, a preemption). Only an exit code is taken as the
+    # stop's own doing.
+    if state == ObservedState.NO_CAPACITY:
+        end_reason = "no_capacity"
+    elif state == ObservedState.PREEMPTED:
+        end_reason = "preempted"
+    elif standby.stop_reason == STANDBY_STOP:
         end_reason = STANDBY_STOPPED
     elif standby.stop_reason in (STANDBY_STUCK, STANDBY_WITHDRAWN):
         end_reason = standby.stop_reason
-    elif state == ObservedState.NO_CAPACITY:
-        end_reason = "no_capacity"
-    elif state == ObservedState.PREEMPTED or (
-        state == ObservedState.FAILED and code in PREEMPTED_EXIT_CODES
-    ):
+    elif state == ObservedState.FAILED and code in PREEMPTED_EXIT_CODES:
         end_reason = "preempted"
     elif state == ObservedState.LOST:
         end_reason = "lost"

@@ -218,15 +218,18 @@ def _apply_standby(session: Session, *, decision: Standby) -> str | None:
 
 
 def _apply_withdraw(session: Session, *, decision: Withdraw) -> int:
-    """Mark the job's standby to be stopped, unless the handover has begun: once the running
+    """Mark the standby judged to be stopped, unless the handover has begun: once the running
     attempt is released, the standby is the attempt that trains next. The reconciler stops it
-    (handover.observe_standby). Rows are locked in the reconciler's order, standby then job, and
-    the release is taken under the standby's lock, so the two cannot cross."""
-    standby = repo.open_standby(session, job_id=decision.job_id, for_update=True)
-    if standby is None or standby.stop_reason is not None:
+    (handover.observe_standby). Only the standby's row is locked, so this cannot join a lock
+    cycle with a reconciling pass; the release is written under that same lock, so it is either
+    seen here or comes after the mark and is refused by it."""
+    standby = repo.attempt_for_update(session, attempt_id=decision.attempt_id)
+    if standby is None or not standby.standby or standby.ended_at is not None:
         return 0
-    job = repo.job_for_update(session, job_id=decision.job_id)
+    if standby.stop_reason is not None:
+        return 0
     running = repo.open_attempt(session, job_id=decision.job_id)
+    job = session.get(Job, decision.job_id)
     if job is None or running is None or running.stop_reason is not None:
         return 0
     standby.stop_reason = handover.STANDBY_WITHDRAWN

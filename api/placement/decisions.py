@@ -53,6 +53,7 @@ class Withdraw:
     fits after a handover). The job keeps training where it runs."""
 
     job_id: str
+    attempt_id: str  # the standby judged, so a late pass cannot withdraw a newer one
     reason: str
 
 

@@ -11,6 +11,7 @@ step without progress would make the deadline unreachable, even when that costs 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from api.placement.decisions import (
@@ -105,7 +106,7 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
     assert option is not None
     if current is not None:
         if job.standby is not None:
-            return _withdraw(rnd, job, sit, verdict, view)  # the handover, not a move, moves it
+            return _withdraw(rnd, job, sit)  # the handover, not a move, moves it
         if current.capacity_type == CapacityType.ON_DEMAND and snap.standby and spot is not None:
             held = _standby(rnd, job, sit, verdict, view)
             if held is not None:
@@ -258,27 +259,35 @@ def _standby(
     return Standby(job.id, Place(job.id, plan(job, spot, out, rnd.snapshot.now), "standby"), reason)
 
 
-def _withdraw(
-    rnd: _Round, job: JobState, sit: Situation, verdict: Verdict, view: SlackView | None
-) -> Decision | None:
-    """The standby held beside on-demand, judged again by the rule that held it: kept while it
-    would still be held (its start is spent either way), withdrawn when it would not. An offer
-    the market no longer shows is left to the standby itself to show (it holds capacity or not)."""
+def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
+    """The standby held beside on-demand, judged again by the rule that held it, on its own
+    offer (the rule's verdict as if that offer were the spot to go to): kept while it would
+    still be held (its start is spent either way), withdrawn when it would not. Left alone once
+    it is being stopped or its handover has begun, and where the market cannot judge its offer:
+    gone from the catalog, or short of capacity for new instances only (the standby holds its
+    own, or shows it has none)."""
     held = job.standby
     assert held is not None
-    considered = rnd.market.spot(job)
-    spot = next((c.option for c in considered if c.option.offer.key == held.offer_key), None)
-    if spot is None or not rnd.snapshot.standby:
+    if held.stopping or held.attempt_id is None or not rnd.snapshot.standby:
         return None
-    if _standby_reason(rnd, job, sit, spot, verdict, view) is not None:
+    found = next((c for c in rnd.market.spot(job) if c.option.offer.key == held.offer_key), None)
+    if found is None or (found.unusable is not None and found.transient):
         return None
-    why = (
-        "the fallback to on-demand would no longer fit after a handover"
-        if view is not None and not keeps_fallback(view)
-        else f"it no longer pays for itself: expected spot run {_duration(spot.lifetime_hours)} "
-        f"against a changeover of {_duration(sit.restart_hours)}"
-    )
-    return Withdraw(job.id, why)
+    spot = found.option
+    own = replace(sit, spot=spot, pool=spot)
+    verdict, view = _choice(own)
+    if _standby_reason(rnd, job, own, spot, verdict, view) is not None:
+        return None
+    if view is not None and not keeps_fallback(view):
+        why = "the fallback to on-demand would no longer fit after a handover"
+    elif sit.hours_left is None:
+        why = "without a deadline, the rule would no longer move the job to spot"
+    else:
+        why = (
+            f"it no longer pays for itself: expected spot run {_duration(spot.lifetime_hours)} "
+            f"against a changeover of {_duration(sit.restart_hours)}"
+        )
+    return Withdraw(job.id, held.attempt_id, why)
 
 
 def _standby_reason(

@@ -25,6 +25,9 @@ class Current:
     reservation_id: str | None = None
     # A standby handed over: its restart was spent beside the attempt it took over from.
     warm: bool = False
+    attempt_id: str | None = None
+    # Its attempt is being stopped, or (a standby) its handover has begun: nothing to decide.
+    stopping: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,7 +222,7 @@ def measures(session: Session, jobs: Iterable[Job], *, speeds: Speeds) -> dict[s
     return _measured(session, wanted)
 
 
-def _current(attempt: JobAttempt | None) -> Current | None:
+def _current(attempt: JobAttempt | None, *, stopping: bool = False) -> Current | None:
     if attempt is None:
         return None
     placement = attempt.placement
@@ -232,6 +232,8 @@ def _current(attempt: JobAttempt | None) -> Current | None:
         started_at=attempt.started_at or attempt.created_at,
         reservation_id=placement.reservation_id,
         warm=attempt.ready_at is not None,  # only a standby's trainer says it is ready
+        attempt_id=attempt.id,
+        stopping=stopping or attempt.stop_reason is not None,
     )
 
 
@@ -260,7 +262,8 @@ def job_state(
         ),
         state="running" if attempt is not None else "pending",
         current=_current(attempt),
-        standby=_current(standby),
+        # once the running attempt is released, the standby is the attempt that trains next
+        standby=_current(standby, stopping=attempt is not None and attempt.stop_reason is not None),
         preemptions=job.preemptions,
         restarts=job.restarts,
         team_name=job.team.name if job.team is not None else None,

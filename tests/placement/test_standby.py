@@ -13,6 +13,7 @@ from api.placement.policy import _choice
 from api.placement.situation import situation
 from api.placement.slack import Choice, SlackView
 from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from api.pricing.preemption import PreemptionPrior
 from gpujobs.spec import CapacityType
 from tests.placement.test_policy import NOW, OFFERS, job, snap
 
@@ -56,21 +57,44 @@ def test_a_held_standby_the_rule_would_no_longer_hold_is_withdrawn() -> None:
     since = NOW - timedelta(minutes=1)
 
     def holding(work: float, deadline: float) -> JobState:
-        return replace(
-            on_demand(work, deadline=deadline), standby=Current(spot, CapacityType.SPOT, since)
-        )
+        held = Current(spot, CapacityType.SPOT, since, attempt_id="standby-1")
+        return replace(on_demand(work, deadline=deadline), standby=held)
 
     assert decide(snap([holding(9.0, 9.3)], standby=True)) == []  # still wanted: kept
     # The trainer measured a slower rate: a restart back onto on-demand after a handover would
     # no longer fit, so leaving on-demand could not be undone in time.
     (d,) = decide(snap([holding(9.0, 9.2)], standby=True))
     assert isinstance(d, Withdraw) and "fallback to on-demand" in d.reason
+    assert d.attempt_id == "standby-1"  # the standby judged, not whichever is open later
+    # Being stopped already, or its handover begun: nothing to decide.
+    stopping = replace(holding(9.0, 9.2).standby, stopping=True)
+    assert decide(snap([replace(holding(9.0, 9.2), standby=stopping)], standby=True)) == []
+    # Its pool refused a new instance a moment ago: that is news for new instances only (the
+    # standby holds its own capacity, or shows it has none), so it is not judged on it.
+    zone, instance = first.to.plan.offer.zone, first.to.plan.offer.instance_type
+    out = frozenset({(zone, instance, CapacityType.SPOT)})
+    assert decide(snap([holding(9.0, 9.2)], standby=True, unavailable=out)) == []
     # Nearly done: nothing left that a spot run would save.
     (d,) = decide(snap([holding(0.05, 9.3)], standby=True))
     assert isinstance(d, Withdraw) and d.reason.startswith("it no longer pays for itself")
     # A standby on an offer the market no longer shows is left to show for itself.
     gone = replace(holding(9.0, 9.2), standby=Current("nowhere/x/spot", CapacityType.SPOT, since))
     assert decide(snap([gone], standby=True)) == []
+
+
+def test_a_held_standby_is_judged_on_its_own_pool_not_on_the_best_one() -> None:
+    """Spot is back in the cheapest pool, where the rule would move the job; the standby is held
+    in another whose learned lifetime has since fallen below what pays: withdrawn."""
+    (best,) = decide(snap([on_demand()], standby=True))
+    assert isinstance(best, Standby) and best.reason.startswith("spot is back")
+    other = next(o for o in OFFERS if o.spot_price and o.key != best.to.plan.offer.key)
+    held = Current(other.key, CapacityType.SPOT, NOW, attempt_id="standby-1")
+    poor = PreemptionPrior(alpha=50.0, beta=1.0, mtta_hours=1.0, availability=0.5)  # 1.2 min
+    rates = {(other.zone, other.instance_type): poor}
+    (d,) = decide(snap([replace(on_demand(), standby=held)], standby=True, rates=rates))
+    assert isinstance(d, Withdraw) and d.reason.startswith("it no longer pays for itself")
+    # The same pool healthy: kept.
+    assert decide(snap([replace(on_demand(), standby=held)], standby=True)) == []
 
 
 def test_a_standby_pays_for_itself_where_the_rule_keeps_on_demand() -> None:

@@ -15,6 +15,7 @@ from api.database import transaction
 from api.jobs import service as jobs
 from api.models import CapacityOutage, JobAttempt, utcnow
 from api.money import cost_microusd
+from api.placement import Withdraw
 from api.settings import Settings
 from gpujobs.resources import JobStatus, ProgressReport
 from gpujobs.runtime import EXIT_PREEMPTED, StandbyAnswer, StandbyCall
@@ -33,7 +34,7 @@ from tests.worker.support import (
 from worker.control import ControlPlane
 from worker.launchers.base import Capability, ObservedState
 from worker.reconciler import reconcile_once
-from worker.scheduler import schedule_once
+from worker.scheduler import _apply_withdraw, schedule_once
 
 S = JobStatus
 
@@ -365,6 +366,24 @@ def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
     assert world.statuses(job_id) == ["PENDING", "SCHEDULED", "RUNNING"]
 
 
+def test_a_standby_being_stopped_that_the_pool_takes_teaches_the_preemption(
+    world: World,
+) -> None:
+    """Withdrawn, then preempted before the stop took effect: the pool's news is kept (a
+    preemption learned), not hidden behind the stop."""
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    world.launcher.script(standby_id, ObservedState.RUNNING)
+    reconcile_once(world.cp)
+    slow_down(world, job_id, running_id)
+    assert schedule_once(world.cp).withdrawn == 1
+    world.clock.advance(60)
+    world.launcher.script(standby_id, ObservedState.PREEMPTED)
+    reconcile_once(world.cp)
+    assert world.attempt(standby_id).end_reason == "preempted"
+    assert world.attempt(running_id).ended_at is None
+
+
 def test_a_withdrawn_standby_is_not_held_again_there_before_the_backoff(world: World) -> None:
     """A rate estimate hovering at the rule's edge must not start a standby and withdraw it
     pass after pass: after a withdrawal that offer waits out `no_capacity_backoff_s`."""
@@ -399,6 +418,21 @@ def test_a_standby_is_not_withdrawn_once_the_running_attempt_is_released(world: 
 
     assert schedule_once(world.cp).withdrawn == 0
     assert world.attempt(standby_id).stop_reason is None
+    # A decision taken before the release and applied after it is refused too.
+    late = Withdraw(job_id, standby_id, "the rule changed its mind")
+    with transaction(world.factory) as session:
+        assert _apply_withdraw(session, decision=late) == 0
+    assert world.attempt(standby_id).stop_reason is None
+
+
+def test_a_withdrawal_judged_on_one_standby_never_stops_another(world: World) -> None:
+    job_id, running_id = world.running_on_demand()
+    standby_id = world.hold_standby(job_id)
+    for stale in (running_id, "no-such-attempt"):
+        with transaction(world.factory) as session:
+            assert _apply_withdraw(session, decision=Withdraw(job_id, stale, "late")) == 0
+    assert world.attempt(standby_id).stop_reason is None
+    assert world.attempt(running_id).stop_reason is None
 
 
 def test_a_standby_withdrawn_before_its_launch_is_never_launched(world: World) -> None:
