@@ -21,7 +21,6 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from gpujobs.runtime import (
-    ENV_JOB_TOKEN,
     EXIT_PREEMPTED,
     EXIT_PREEMPTED_NO_CHECKPOINT,
     RunConfig,
@@ -291,7 +290,9 @@ class Trainer:
         return self._nothing_run(code, state, step=step)
 
     def _run(self) -> RunResult:
-        gate = self._standby_gate()
+        gate = StandbyGate.for_run(
+            self.config, self.environ, dist=self.dist, notice=self.notice, progress=self.progress
+        )
         store = open_store(
             self.config.checkpoint_uri,
             endpoint_url=self.config.s3_endpoint_url,
@@ -316,7 +317,7 @@ class Trainer:
             return self._stop_before_training(state)
         interval = checkpoint_interval(self.config)
         self._announce(step, state, interval)
-        reporter = self._reporter()
+        reporter = ApiReporter.for_run(self.config, self.environ, dist=self.dist)
         try:
             return self._loop(step, state.step if state else None, interval, reporter)
         finally:
@@ -324,17 +325,6 @@ class Trainer:
             self.stream.close()
             if reporter is not None:
                 reporter.close()
-
-    def _standby_gate(self) -> StandbyGate | None:
-        if not self.config.standby:
-            return None
-        return StandbyGate.from_config(
-            self.config,
-            self.environ,
-            dist=self.dist,
-            notice=self.notice,
-            progress=self.progress,
-        )
 
     def _stand_by(self, gate: StandbyGate) -> RunResult | None:
         """None once handed over; else how the standby ended: nothing saved, nothing in the
@@ -422,22 +412,13 @@ class Trainer:
                 self.scheduler.last_epoch, self.total_steps
             )
 
-    def _reporter(self) -> ApiReporter | None:
-        token = self.environ.get(ENV_JOB_TOKEN)
-        if not (self.dist.is_main and self.config.api_url and token):
-            return None
-        return ApiReporter(
-            api_url=self.config.api_url,
-            job_id=self.config.job_id,
-            token=token,
-            every_s=self.config.progress_every_s,
-        )
-
     def _loop(
         self, step: int, resumed_from: int | None, interval: Any, reporter: ApiReporter | None
     ) -> RunResult:
         dist = self.dist
-        publisher = self._publisher(reporter)
+        publisher = Publisher.for_run(
+            self.config, dist=dist, progress=self.progress, reporter=reporter
+        )
         cadence = SaveCadence(interval, keeps_time=dist.is_main)
         first_step, stall_total, exit_code = step, 0.0, EXIT_OK
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -475,17 +456,6 @@ class Trainer:
             checkpoint_stall_s=stall_total,
             resumed_from=resumed_from,
             checkpoint_step=self.checkpointer.last_complete_step,
-        )
-
-    def _publisher(self, reporter: ApiReporter | None) -> Publisher:
-        spec, dist = self.spec, self.dist
-        return Publisher(
-            progress=self.progress,
-            reporter=reporter,
-            samples_per_step=spec.batch_size * spec.grad_accum_steps * dist.world_size,
-            every_s=self.config.progress_every_s,
-            attempt_id=self.config.attempt_id,
-            enabled=dist.is_main,
         )
 
     def _publish(self, publisher: Publisher, step: int, loss: torch.Tensor) -> None:

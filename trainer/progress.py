@@ -10,11 +10,17 @@ import math
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
 from gpujobs.resources import ProgressReport
+from gpujobs.runtime import ENV_JOB_TOKEN
+
+if TYPE_CHECKING:
+    from gpujobs.runtime import RunConfig
+    from trainer.distributed import DistContext
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +97,25 @@ class Publisher:
         self.last: ProgressReport | None = None
         self._last_at = time.monotonic()
 
+    @classmethod
+    def for_run(
+        cls,
+        config: RunConfig,
+        *,
+        dist: DistContext,
+        progress: ProgressLog,
+        reporter: ApiReporter | None,
+    ) -> Publisher:
+        spec = config.trainer
+        return cls(
+            progress=progress,
+            reporter=reporter,
+            samples_per_step=spec.batch_size * spec.grad_accum_steps * dist.world_size,
+            every_s=config.progress_every_s,
+            attempt_id=config.attempt_id,
+            enabled=dist.is_main,
+        )
+
     def stepped(self) -> None:
         self.window.steps += 1
 
@@ -151,6 +176,21 @@ class ApiReporter:
         self._failures = 0
         self._thread = threading.Thread(target=self._run, name="progress-reporter", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def for_run(
+        cls, config: RunConfig, environ: Mapping[str, str], *, dist: DistContext
+    ) -> ApiReporter | None:
+        """Rank 0's reporter, where the run has an API to report to and a job token for it."""
+        token = environ.get(ENV_JOB_TOKEN)
+        if not (dist.is_main and config.api_url and token):
+            return None
+        return cls(
+            api_url=config.api_url,
+            job_id=config.job_id,
+            token=token,
+            every_s=config.progress_every_s,
+        )
 
     def update(self, report: ProgressReport) -> None:
         self._latest = report

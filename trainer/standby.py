@@ -58,6 +58,21 @@ class StandbyGate:
         self._failures = 0
 
     @classmethod
+    def for_run(
+        cls,
+        config: RunConfig,
+        environ: Mapping[str, str],
+        *,
+        dist: DistContext,
+        notice: PreemptionNotice,
+        progress: ProgressLog,
+    ) -> StandbyGate | None:
+        """The gate of a standby run; None for a run that trains at once."""
+        if not config.standby:
+            return None
+        return cls.from_config(config, environ, dist=dist, notice=notice, progress=progress)
+
+    @classmethod
     def from_config(
         cls,
         config: RunConfig,
