@@ -95,10 +95,9 @@ def _quote(
         step_hours=s.gap_hours,
         standby=standby,
     )
-    market = Market(snap)
-    q = policy_quote(market, job, snap)
+    q = policy_quote(job, snap)
     assert q is not None  # spot and on-demand are both there
-    spot = first(market.spot(job), waiting=True)
+    spot = first(Market(snap).spot(job), waiting=True)
     assert spot is not None
     single = outcome(job, spot, s.deadline * s.gap_hours).expected_cost
     return q, single

@@ -41,10 +41,10 @@ class Estimate:
 def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     """The decision for `job` (pending, in `snapshot` or added to it) and the plans weighed."""
     jobs = [j for j in snapshot.jobs if j.id != job.id]
-    market = Market(replace(snapshot, jobs=[*jobs, job]))
     # Quoted first: decide() weighs the job's budget by its quote's hold, as it will once the
     # job is admitted with that quote.
-    quoted = policy_quote(market, job, market.snapshot)
+    quoted = policy_quote(job, replace(snapshot, jobs=[*jobs, job]))
+    market = Market(replace(snapshot, jobs=[*jobs, job]))
     if quoted is not None and not job.budget_held and math.isfinite(quoted.hold_cost):
         job = replace(job, quote_usd=quoted.hold_cost)
     snap = replace(snapshot, jobs=[*jobs, job])
@@ -91,9 +91,13 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     )
 
 
-def policy_quote(market: Market, job: JobState, snap: Snapshot) -> Quote | None:
+def policy_quote(job: JobState, snap: Snapshot) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py), from the
-    situation decide() weighs; a free reservation first, as decide() takes one."""
+    situation decide() weighs with the pools' forecast for the whole run (forecast_rates); a
+    free reservation first, as decide() takes one."""
+    if snap.forecast_rates is not None:
+        snap = replace(snap, rates=snap.forecast_rates)
+    market = Market(snap)
     sit = situation(market, job, snap.now)
     reserved = market.reservation(
         job, {r.id: r.free for r in snap.reservations}, hours_left=sit.hours_left

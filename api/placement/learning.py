@@ -14,10 +14,11 @@ pool has capacity: another job's refusal or preemption then begins no outage.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from api.pricing.preemption import PreemptionPrior, posterior
 
@@ -35,10 +36,10 @@ class SpotAttempt:
 
 @dataclass(frozen=True, slots=True)
 class PoolHistory:
-    preemptions: int = 0
+    preemptions: float = 0.0  # weighted by age (pool_history's half_life), so not a count
     spot_hours: float = 0.0
     outage_hours: float = 0.0
-    recoveries: int = 0  # outages that ended with capacity seen again
+    recoveries: float = 0.0  # outages that ended with capacity seen again (weighted)
 
     @property
     def empty(self) -> bool:
@@ -70,19 +71,49 @@ def _hours(a: datetime, b: datetime) -> float:
     return max(0.0, (b - a).total_seconds() / 3600.0)
 
 
-def pool_history(attempts: Iterable[SpotAttempt], *, since: datetime, now: datetime) -> PoolHistory:
-    """One pool's attempts (any that overlap [since, now]) folded into its history."""
-    preemptions, spot_hours = 0, 0.0
+class _Age:
+    """Evidence weighted by its age: 2^(-age / half_life), 1 for all ages without one."""
+
+    def __init__(self, now: datetime, half_life: timedelta | None) -> None:
+        self.now = now
+        self.rate = math.log(2.0) / (half_life.total_seconds() / 3600.0) if half_life else 0.0
+
+    def at(self, t: datetime) -> float:
+        """The weight of an event at t."""
+        return math.exp(-self.rate * _hours(t, self.now))
+
+    def span(self, a: datetime, b: datetime) -> float:
+        """The weighted hours of [a, b]: the integral of the weight over it."""
+        if b <= a:
+            return 0.0
+        if not self.rate:
+            return _hours(a, b)
+        return (self.at(b) - self.at(a)) / self.rate
+
+
+def pool_history(
+    attempts: Iterable[SpotAttempt],
+    *,
+    since: datetime,
+    now: datetime,
+    half_life: timedelta | None = None,
+) -> PoolHistory:
+    """One pool's attempts (any that overlap [since, now]) folded into its history; with a
+    half_life, each hour run, preemption, hour of outage and recovery weighs 2^(-age / half_life),
+    so a pool seen poor days ago drifts back to its prior (learned_rates: EVIDENCE_HALF_LIFE)."""
+    age = _Age(now, half_life)
+    preemptions, spot_hours = 0.0, 0.0
     ran: list[tuple[datetime, datetime]] = []  # when some attempt held capacity
     downs: list[datetime] = []  # when capacity was seen gone
     for a in attempts:
         if a.started_at is not None and a.end_reason not in NEVER_RAN:
             end = min(a.ended_at or now, now)
             ran.append((a.started_at, end))
-            spot_hours += _hours(max(a.started_at, since), end)
+            spot_hours += age.span(max(a.started_at, since), end)
             if a.end_reason == "preempted" and a.ended_at is not None:
                 downs.append(a.ended_at)
-                preemptions += a.ended_at >= since
+                if a.ended_at >= since:
+                    preemptions += age.at(a.ended_at)
         elif a.end_reason == "no_capacity":
             downs.append(a.ended_at or a.tried_at)
 
@@ -94,7 +125,7 @@ def pool_history(attempts: Iterable[SpotAttempt], *, since: datetime, now: datet
         return i >= 0 and t < held[i][1]
 
     events = [(t, False) for t in downs if not running(t)] + [(start, True) for start, _ in ran]
-    outage_hours, recoveries = 0.0, 0
+    outage_hours, recoveries = 0.0, 0.0
     began: datetime | None = None  # the outage under way: when it began, when last seen
     seen: datetime | None = None
     for when, up in sorted(events):  # in time order; at the same time, down before up
@@ -103,9 +134,9 @@ def pool_history(attempts: Iterable[SpotAttempt], *, since: datetime, now: datet
         elif began is not None and seen is not None:
             end = seen + (when - seen) / 2
             if end >= since:
-                outage_hours += _hours(max(began, since), end)
-                recoveries += 1
+                outage_hours += age.span(max(began, since), end)
+                recoveries += age.at(end)
             began = seen = None
     if began is not None and seen is not None:
-        outage_hours += _hours(max(began, since), seen)
+        outage_hours += age.span(max(began, since), seen)
     return PoolHistory(preemptions, spot_hours, outage_hours, recoveries)

@@ -90,8 +90,12 @@ class Snapshot:
         default_factory=dict
     )  # USD left; None/absent: no cap
     priors: Priors | None = None  # None: the shipped priors
-    # learned per-(zone, instance_type) posteriors that override the priors
+    # learned per-(zone, instance_type) posteriors that override the priors: what decide()
+    # judges now by, recent evidence weighing more (world.EVIDENCE_HALF_LIFE)
     rates: Mapping[tuple[str, str], PreemptionPrior] = field(default_factory=dict)
+    # the same pools over the whole observation window, every sight weighing alike: the quote's
+    # forecast of the job's whole run; None: `rates`
+    forecast_rates: Mapping[tuple[str, str], PreemptionPrior] | None = None
     restart_hours: float = RESTART_HOURS  # provisioning + restore delay of a new attempt
     step_hours: float = 1.0 / 60.0  # time until the next decide(): the policy's reaction time
     # lower-cased GPU model -> training speed (api.pricing.gpu_speed); empty: every model alike

@@ -41,7 +41,7 @@ class PreemptionPrior:
 
 
 def posterior_rate(
-    prior: PreemptionPrior, observed_preemptions: int, observed_spot_hours: float
+    prior: PreemptionPrior, observed_preemptions: float, observed_spot_hours: float
 ) -> PreemptionPrior:
     """The Gamma posterior after what the service observed (conjugate to the Poisson counts)."""
     if observed_preemptions < 0 or observed_spot_hours < 0:
@@ -54,10 +54,10 @@ def posterior_rate(
 def posterior(
     prior: PreemptionPrior,
     *,
-    preemptions: int,
+    preemptions: float,
     spot_hours: float,
     outage_hours: float = 0.0,
-    recoveries: int = 0,
+    recoveries: float = 0.0,
 ) -> PreemptionPrior:
     """The pool's posterior: the rate as posterior_rate; the mean time to availability from the
     outages seen (hours without capacity and how many ended), with as many pseudo-outages as

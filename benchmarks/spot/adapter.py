@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from api.placement.learning import SpotAttempt, pool_history
-from api.placement.world import OBSERVATION_WINDOW
+from api.placement.world import EVIDENCE_HALF_LIFE, OBSERVATION_WINDOW
 from benchmarks.spot.simulator import IDLE, ON_DEMAND, SPOT, Setting, View, parse, spot_in
 
 if TYPE_CHECKING:
@@ -116,7 +116,9 @@ class OursPolicy:
             mine = self.attempts[z]
             if self.running is not None and self.running[0] == z:
                 mine = [*mine, SpotAttempt(self.running[1], self.running[1], None, None)]
-            seen = pool_history(mine, since=now - OBSERVATION_WINDOW, now=now)
+            seen = pool_history(
+                mine, since=now - OBSERVATION_WINDOW, now=now, half_life=EVIDENCE_HALF_LIFE
+            )
             rates[(o.zone, o.instance_type)] = seen.posterior(self.prior)
         return rates
 

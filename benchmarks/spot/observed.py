@@ -62,7 +62,8 @@ def learned_before(
     retry_seconds: float,
     epoch: datetime,
 ) -> tuple[PreemptionPrior, list[SpotAttempt]]:
-    """The pool's posterior at tick `start` (the snapshot's learned rate) and the attempts."""
+    """The pool's posterior at tick `start` over the whole window, every sight alike (the
+    snapshot's forecast_rates, what the quote reads), and the attempts."""
     now = epoch + timedelta(hours=start * gap_hours)
     attempts = resident_attempts(
         available, start, gap_hours=gap_hours, retry_seconds=retry_seconds, epoch=epoch

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from api.placement.learning import SpotAttempt, pool_history
-from api.placement.world import OBSERVATION_WINDOW
+from api.placement.world import EVIDENCE_HALF_LIFE, OBSERVATION_WINDOW
 from benchmarks.spot.adapter import SIM_EPOCH
 from benchmarks.spot.busy import VARIANTS, Config, run_busy, summarize, write_results
 from benchmarks.spot.service import Job, ServicePolicy, run_service, service_policies
@@ -227,7 +227,9 @@ def test_a_later_job_learns_the_pool_from_every_earlier_jobs_attempts() -> None:
             held = [SpotAttempt(t, t, end, "stopped") for _, t in p.holding()]
             back = late * timedelta(hours=s.gap_hours)
             everything += [moved(a, -back) for a in [*p.own()[0], *held]]
-        seen = pool_history(everything, since=now - OBSERVATION_WINDOW, now=now)
+        seen = pool_history(
+            everything, since=now - OBSERVATION_WINDOW, now=now, half_life=EVIDENCE_HALF_LIFE
+        )
         if shared:
             assert seen.preemptions > 0 and seen.spot_hours > 0  # three jobs' worth of it
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from api.placement.learning import PoolHistory, SpotAttempt, pool_history
+from api.pricing.preemption import PreemptionPrior
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -76,3 +78,43 @@ def test_only_the_window_counts() -> None:
     assert seen.preemptions == 1 and seen.spot_hours == pytest.approx(6.0)
     assert (seen.outage_hours, seen.recoveries) == (0.0, 0)
     assert pool_history([], since=at(0), now=at(1)).empty
+
+
+def test_with_a_half_life_older_evidence_weighs_less() -> None:
+    """Each hour run, preemption, hour of outage and recovery weighs 2^(-age / half_life): a
+    preemption one half-life ago counts a half, and hours run are the integral of the weight."""
+    attempts = [
+        SpotAttempt(at(0), at(0), at(12), "preempted"),
+        SpotAttempt(at(13), None, at(13), "no_capacity"),
+        SpotAttempt(at(14), at(14), None, None),
+    ]
+    plain = pool_history(attempts, since=at(0), now=at(24))
+    aged = pool_history(attempts, since=at(0), now=at(24), half_life=timedelta(hours=12))
+    assert plain == PoolHistory(1, pytest.approx(22.0), pytest.approx(1.5), 1)
+    assert aged.preemptions == pytest.approx(0.5)
+    per_hour = math.log(2) / 12
+    weighed = (math.exp(-per_hour * 12) - math.exp(-per_hour * 24)) / per_hour
+    weighed += (1 - math.exp(-per_hour * 10)) / per_hour
+    assert aged.spot_hours == pytest.approx(weighed)
+    outage = (math.exp(-per_hour * 10.5) - math.exp(-per_hour * 12)) / per_hour
+    assert aged.outage_hours == pytest.approx(outage)
+    assert aged.recoveries == pytest.approx(2 ** (-10.5 / 12))
+
+
+def test_a_pool_seen_poor_long_ago_drifts_back_to_its_prior() -> None:
+    """The same outage and preemptions, seen a day ago or a week ago: undecayed they weigh the
+    same; with a half-life the older sight moves the prior less, so the rule tries the pool again
+    (a standby is held where its learned lifetime says it pays)."""
+    prior = PreemptionPrior(alpha=2.0, beta=20.0, mtta_hours=0.5, availability=0.9)
+
+    def seen(hours_ago: float, half_life: timedelta | None) -> float:
+        t = 200 - hours_ago
+        attempts = [
+            SpotAttempt(at(t + k), at(t + k), at(t + k + 0.5), "preempted") for k in range(4)
+        ]
+        history = pool_history(attempts, since=at(200 - 168), now=at(200), half_life=half_life)
+        return history.posterior(prior).mean_lifetime_hours
+
+    assert seen(24, None) == pytest.approx(seen(150, None))
+    day = timedelta(hours=24)
+    assert seen(24, None) < seen(24, day) < seen(150, day) < prior.mean_lifetime_hours

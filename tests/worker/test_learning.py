@@ -4,6 +4,9 @@ preempted), launches that find no capacity move its availability."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import read_session
@@ -137,7 +140,8 @@ def test_what_a_pool_taught_is_forgotten_after_the_observation_window(
     settings: Settings, session_factory: sessionmaker[Session]
 ) -> None:
     """Measured: the counters were cumulative, so a pool that preempted a lot once was weighed
-    by it for good. Pools drift over days; the last week of attempts is what counts."""
+    by it for good. Pools drift over days; the last week of attempts is what counts, the older
+    weighing less (EVIDENCE_HALF_LIFE)."""
     launcher, clock = RecordingLauncher(), Clock()
     cp = control_plane(settings, session_factory, launcher, clock)
     who = principal(session_factory)
@@ -149,13 +153,24 @@ def test_what_a_pool_taught_is_forgotten_after_the_observation_window(
     clock.advance(1800)
     running = _learned(cp, pool)  # a running attempt counts its spot hours up to now
     assert running is not None and running.alpha == _prior(pool).alpha
-    assert running.beta == _prior(pool).beta + 0.5
+    assert running.beta == pytest.approx(_prior(pool).beta + _weighed_hours(0.5))
     launcher.script(attempt_id, ObservedState.PREEMPTED, exit_code=75)
     reconcile_once(cp)
     preempted = _learned(cp, pool)
-    assert preempted is not None and preempted.alpha == _prior(pool).alpha + 1
+    assert preempted is not None and preempted.alpha == pytest.approx(_prior(pool).alpha + 1)
+    assert worlds.EVIDENCE_HALF_LIFE is not None
+    clock.advance(worlds.EVIDENCE_HALF_LIFE.total_seconds())
+    older = _learned(cp, pool)  # one half-life on, the preemption counts a half
+    assert older is not None and older.alpha == pytest.approx(_prior(pool).alpha + 0.5)
     clock.advance(worlds.OBSERVATION_WINDOW.total_seconds() + 60)
     assert _learned(cp, pool) is None  # the prior again
+
+
+def _weighed_hours(hours: float) -> float:
+    """Hours just run, each weighed by its age: the integral of 2^(-age / half-life)."""
+    assert worlds.EVIDENCE_HALF_LIFE is not None
+    per_hour = math.log(2) / (worlds.EVIDENCE_HALF_LIFE.total_seconds() / 3600)
+    return (1 - math.exp(-per_hour * hours)) / per_hour
 
 
 def _prior(pool: tuple[str, str]) -> PreemptionPrior:

@@ -88,7 +88,7 @@ def the_attempt(world: World, attempt_id: str) -> JobAttempt:
 def learned(world: World, attempt: JobAttempt) -> PoolHistory | None:
     """What the scheduler's snapshot reads of the attempt's pool."""
     with world.factory() as session:
-        seen = pool_histories(session, now=world.clock.now)
+        _, seen = pool_histories(session, now=world.clock.now)  # every sight alike
     return seen.get((attempt.zone, attempt.instance_type))
 
 
