@@ -160,6 +160,31 @@ def spot_online_bound(r: dict[str, Any]) -> Row:
     )
 
 
+def spot_half_life(r: dict[str, Any]) -> Row:
+    hours = r["setting"]["shipped_half_life_hours"]
+    shipped = "alike" if hours is None else f"{hours:g} h"
+
+    def figures(summary: dict[str, Any]) -> str:
+        return ", ".join(
+            f"{'**' if name == shipped else ''}{name} "
+            f"{_pct(-v['vs_uniform_progress'])}{'**' if name == shipped else ''}"
+            for name, v in summary["ours_standby"].items()
+        )
+
+    misses = sum(v["deadline_misses"] for v in r["all"]["ours_standby"].values())
+    per_set = "; ".join(
+        f"{name.rsplit('/', 1)[-1]}: {figures(v)}" for name, v in r["per_trace_set"].items()
+    )
+    return (
+        "spot policy, evidence by age",
+        "`python -m benchmarks.spot.half_life --data ../shared/data`",
+        f"ours + standby on the spot policy's {r['all']['cells']} single-zone cells with each "
+        f"sight of a pool weighing 2^(-age / half-life), cheaper than Uniform Progress by: "
+        f"{figures(r['all'])} (alike: the week unweighed; bold: shipped); per trace set, "
+        f"{per_set}; {misses} deadlines missed",
+    )
+
+
 def spot_busy(r: dict[str, Any]) -> Row:
     setting, single = r["setting"], r["single_zone"]
     worth, multi = single["worth"], r["multi_zone"]["worth"]
@@ -319,6 +344,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], Row]] = {
     "api_load": api_load,
     "spot_policy": spot_policy,
     "spot_online_bound": spot_online_bound,
+    "spot_half_life": spot_half_life,
     "spot_busy": spot_busy,
     "scheduler_scale": scheduler_scale,
     "quote_calibration": quote_calibration,

@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
-from api.placement.options import Considered, Market, outcome, plan
+from api.placement.options import Considered, Market, Option, outcome, plan
 from api.placement.plan import Plan
 from api.placement.policy import decide
 from api.placement.quote import Quote, quote
-from api.placement.situation import hours_until, situation
+from api.placement.situation import Situation, hours_until, situation
 from api.placement.snapshot import JobState, Snapshot
 from gpujobs.spec import CapacityType
 
@@ -93,12 +93,13 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
 
 def policy_quote(job: JobState, snap: Snapshot) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py), from the
-    situation decide() weighs with the pools' forecast for the whole run (forecast_rates); a
-    free reservation first, as decide() takes one."""
-    if snap.forecast_rates is not None:
-        snap = replace(snap, rates=snap.forecast_rates)
+    situation decide() weighs: the pools it picks by what they showed lately (rates), each
+    forecast for the whole run from the whole window (forecast_rates); a free reservation
+    first, as decide() takes one."""
     market = Market(snap)
     sit = situation(market, job, snap.now)
+    if snap.forecast_rates is not None:
+        sit = _forecast(sit, Market(replace(snap, rates=snap.forecast_rates)), job)
     reserved = market.reservation(
         job, {r.id: r.free for r in snap.reservations}, hours_left=sit.hours_left
     )
@@ -108,6 +109,16 @@ def policy_quote(job: JobState, snap: Snapshot) -> Quote | None:
         and (pool.offer.zone, pool.offer.instance_type, CapacityType.SPOT) not in snap.unavailable
     )
     return quote(sit, reserved=reserved, spot_available_now=spot_now)
+
+
+def _forecast(sit: Situation, forecast: Market, job: JobState) -> Situation:
+    """The situation with its spot pools as the forecast sees them: the same offers."""
+    seen = {c.option.offer.key: c.option for c in forecast.spot(job)}
+
+    def same(option: Option | None) -> Option | None:
+        return None if option is None else seen.get(option.offer.key, option)
+
+    return replace(sit, spot=same(sit.spot), pool=same(sit.pool))
 
 
 def _decision_for(decisions: list[Decision], job_id: str) -> Decision:

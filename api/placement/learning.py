@@ -75,6 +75,8 @@ class _Age:
     """Evidence weighted by its age: 2^(-age / half_life), 1 for all ages without one."""
 
     def __init__(self, now: datetime, half_life: timedelta | None) -> None:
+        if half_life is not None and half_life <= timedelta(0):
+            raise ValueError("a half-life is positive; None weighs every sight alike")
         self.now = now
         self.rate = math.log(2.0) / (half_life.total_seconds() / 3600.0) if half_life else 0.0
 

@@ -35,6 +35,7 @@ class OursPolicy:
         *,
         prior: PreemptionPrior | None = None,
         seen: Sequence[Sequence[SpotAttempt]] | None = None,
+        half_life: timedelta | None = EVIDENCE_HALF_LIFE,
     ) -> None:
         from api.pricing.offers import Offer
         from api.pricing.preemption import default_priors
@@ -68,6 +69,7 @@ class OursPolicy:
             deadline_hours=s.deadline * s.gap_hours,
         )
         self.prior = prior or default_priors().default
+        self.half_life = half_life  # how the pools' evidence is weighed by age (world's)
         self.started_tick = 0
         self.warm = False  # the instance the job is on was a standby handed over (Current.warm)
         self.last_tick = -1
@@ -117,7 +119,7 @@ class OursPolicy:
             if self.running is not None and self.running[0] == z:
                 mine = [*mine, SpotAttempt(self.running[1], self.running[1], None, None)]
             seen = pool_history(
-                mine, since=now - OBSERVATION_WINDOW, now=now, half_life=EVIDENCE_HALF_LIFE
+                mine, since=now - OBSERVATION_WINDOW, now=now, half_life=self.half_life
             )
             rates[(o.zone, o.instance_type)] = seen.posterior(self.prior)
         return rates

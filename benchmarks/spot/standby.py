@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from api.placement.learning import SpotAttempt
 from api.placement.standby import standby_pays
+from api.placement.world import EVIDENCE_HALF_LIFE
 from benchmarks.spot.adapter import SIM_EPOCH, OursPolicy
 from benchmarks.spot.simulator import (
     ON_DEMAND,
@@ -66,8 +67,9 @@ class OursStandbyPolicy(OursPolicy):
         *,
         prior: PreemptionPrior | None = None,
         seen: Sequence[Sequence[SpotAttempt]] | None = None,
+        half_life: timedelta | None = EVIDENCE_HALF_LIFE,
     ) -> None:
-        super().__init__(trace_names, setting, prior=prior, seen=seen)
+        super().__init__(trace_names, setting, prior=prior, seen=seen, half_life=half_life)
         self.standby: tuple[int, datetime] | None = None  # zone, since: the standby held
         self.standby_asked: tuple[int, datetime] | None = None  # zone, when: its launch
 

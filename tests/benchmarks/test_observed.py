@@ -45,9 +45,13 @@ def test_the_adapter_starts_from_what_the_service_saw_and_keeps_learning() -> No
         epoch=SIM_EPOCH - timedelta(hours=len(week) * 0.5),
     )  # fmt: skip
     assert learned.mtta_hours < prior.mtta_hours / 2
-    policy = OursPolicy("us-east-1a_v100_1", setting, prior=prior, seen=[seen])
+    # learned_before folds the week alike (the quote's forecast); the adapter as decide() does,
+    # each sight weighed by its age: the same attempts, the same fold with half_life=None
+    policy = OursPolicy("us-east-1a_v100_1", setting, prior=prior, seen=[seen], half_life=None)
     start = policy._rates(SIM_EPOCH)[(policy.offer.zone, policy.offer.instance_type)]
     assert start == learned
+    aged = OursPolicy("us-east-1a_v100_1", setting, prior=prior, seen=[seen])
+    assert aged._rates(SIM_EPOCH)[(aged.offer.zone, aged.offer.instance_type)] != learned
     # The job's own preemptions move the rate on: spot lost every other tick.
     flaky = np.array([1, 0] * 40, dtype=bool)
     result = simulate(flaky, 0, setting, policy)

@@ -280,12 +280,31 @@ def test_the_quote_forecasts_the_whole_run_from_the_whole_window() -> None:
     the job's whole run and reads the week alike (forecast_rates). Measured on the traces: the
     quote weighed by age overquoted (median error 0.21 against 0.12)."""
     pool = (OFFER.zone, OFFER.instance_type)
-    poor = PreemptionPrior(alpha=4.0, beta=2.0, mtta_hours=2.0, availability=0.5)
-    good = PreemptionPrior(alpha=1.0, beta=40.0, mtta_hours=0.5, availability=0.99)
     job = prospective(spec(20, 40), team="t", team_name="t", now=NOW)
     base = Snapshot(now=NOW, jobs=[], offers=[OFFER], step_hours=1 / 60)
-    split = estimate(replace(base, rates={pool: poor}, forecast_rates={pool: good}), job)
-    on_good = estimate(replace(base, rates={pool: good}), job)
-    on_poor = estimate(replace(base, rates={pool: poor}), job)
+    split = estimate(replace(base, rates={pool: POOR}, forecast_rates={pool: GOOD}), job)
+    on_good = estimate(replace(base, rates={pool: GOOD}), job)
+    on_poor = estimate(replace(base, rates={pool: POOR}), job)
+    assert on_good.plans != on_poor.plans  # decide() weighs the two pools differently
     assert split.quote == on_good.quote != on_poor.quote
-    assert split.decision == on_poor.decision and split.reason == on_poor.reason
+    assert split.plans == on_poor.plans  # and reads the recent one
+
+
+def test_the_quote_forecasts_the_pool_decide_picks_not_the_forecasts_favourite() -> None:
+    """Two pools alike but for what they showed: lately A looked good and B poor, over the week
+    the other way round. decide() picks A; the quote is A's, forecast from A's week."""
+    other = replace(OFFER, zone="us-east-1b")
+    a, b = (OFFER.zone, OFFER.instance_type), (other.zone, other.instance_type)
+    job = prospective(spec(20, 40), team="t", team_name="t", now=NOW)
+    both = Snapshot(now=NOW, jobs=[], offers=[OFFER, other], step_hours=1 / 60)
+    split = estimate(
+        replace(both, rates={a: GOOD, b: POOR}, forecast_rates={a: POOR, b: GOOD}), job
+    )
+    assert split.plans[0].chosen and split.plans[0].plan.offer.zone == OFFER.zone
+    only_a = replace(both, offers=[OFFER], rates={a: POOR})
+    only_b = replace(both, offers=[other], rates={b: GOOD})
+    assert split.quote == estimate(only_a, job).quote != estimate(only_b, job).quote
+
+
+POOR = PreemptionPrior(alpha=4.0, beta=2.0, mtta_hours=2.0, availability=0.5)
+GOOD = PreemptionPrior(alpha=1.0, beta=40.0, mtta_hours=0.5, availability=0.99)
