@@ -109,14 +109,10 @@ def zone_groups(data: Path) -> list[tuple[str, list[Path]]]:
     return [(k[0], v) for k, v in sorted(groups.items()) if len(v) > 1]
 
 
-def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, object]:
-    set_name, paths, setting_name, fraction, n_starts = task
-    traces = [load_trace(Path(p)) for p in paths]
-    trace: Trace = traces[0]
-    available = np.stack([t.available for t in traces])
-    names = [t.name for t in traces]
+def job_setting(trace: Trace, setting_name: str, fraction: float) -> Setting:
+    """A job of `fraction` of the deadline's hours on `trace`, under a named cost setting."""
     spot_price, od_price, changeover = SETTINGS[setting_name]
-    setting = Setting.from_hours(
+    return Setting.from_hours(
         trace,
         work_hours=DEADLINE_HOURS * fraction,
         deadline_hours=DEADLINE_HOURS,
@@ -124,6 +120,15 @@ def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, o
         spot_price=spot_price,
         od_price=od_price,
     )
+
+
+def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, object]:
+    set_name, paths, setting_name, fraction, n_starts = task
+    traces = [load_trace(Path(p)) for p in paths]
+    trace: Trace = traces[0]
+    available = np.stack([t.available for t in traces])
+    names = [t.name for t in traces]
+    setting = job_setting(trace, setting_name, fraction)
     cadence = Cadence.production()
     starts = _starts("+".join(names), available.shape[1], setting, n_starts)
     od_cost = (setting.work + setting.changeover) * setting.od_tick_cost

@@ -24,15 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from api.placement.world import EVIDENCE_HALF_LIFE
-from benchmarks.spot.experiment import (
-    DEADLINE_HOURS,
-    SETTINGS,
-    _seen,
-    _starts,
-    tasks,
-)
+from benchmarks.spot.experiment import SETTINGS, _seen, _starts, job_setting, tasks
 from benchmarks.spot.policies import uniform_progress_policy
-from benchmarks.spot.simulator import Cadence, Setting, load_trace, simulate
+from benchmarks.spot.simulator import Cadence, load_trace, simulate
 from benchmarks.spot.standby import OursStandbyPolicy
 
 HALF_LIVES = (None, 3.0, 6.0, 12.0, 24.0, 48.0)  # hours; None: every sight alike
@@ -46,15 +40,7 @@ def _run(task: Task) -> tuple[tuple[str, str, float], dict[str, list[float]]]:
     set_name, paths, setting_name, fraction, n_starts, half_lives = task
     trace = load_trace(Path(paths[0]))
     available = np.atleast_2d(trace.available)
-    spot_price, od_price, changeover = SETTINGS[setting_name]
-    setting = Setting.from_hours(
-        trace,
-        work_hours=DEADLINE_HOURS * fraction,
-        deadline_hours=DEADLINE_HOURS,
-        changeover_hours=changeover,
-        spot_price=spot_price,
-        od_price=od_price,
-    )
+    setting = job_setting(trace, setting_name, fraction)
     cadence = Cadence.production()
     od_cost = (setting.work + setting.changeover) * setting.od_tick_cost
     out: dict[str, list[float]] = {}

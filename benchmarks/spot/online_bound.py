@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.spot.experiment import (
-    DEADLINE_HOURS,
     JOB_FRACTIONS,
     SETTINGS,
     START_TICKS,
     TRACE_SETS,
     _seen,
     _starts,
+    job_setting,
 )
 from benchmarks.spot.omniscient import omniscient_costs_zones
 from benchmarks.spot.policies import uniform_progress_policy
@@ -334,15 +334,7 @@ def _cell(task: tuple[str, str, str, float, int]) -> tuple[str, str, float, dict
         load_trace(p) for p in sorted((Path(data_dir) / "spot-traces" / set_name).glob("*.json"))
     ]
     h = hazards([t.available for t in traces])
-    spot_price, od_price, changeover = SETTINGS[setting_name]
-    setting = Setting.from_hours(
-        traces[0],
-        work_hours=DEADLINE_HOURS * fraction,
-        deadline_hours=DEADLINE_HOURS,
-        changeover_hours=changeover,
-        spot_price=spot_price,
-        od_price=od_price,
-    )
+    setting = job_setting(traces[0], setting_name, fraction)
     cadence = Cadence.production()
     plan = solve(setting, h, keep_expected=True)
     with_handover = solve(setting, h, standby=True)

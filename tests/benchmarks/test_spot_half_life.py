@@ -12,16 +12,10 @@ import pytest
 from api.placement.world import EVIDENCE_HALF_LIFE
 from api.pricing.preemption import PreemptionPrior
 from benchmarks.spot.adapter import SIM_EPOCH, OursPolicy
-from benchmarks.spot.experiment import (
-    DEADLINE_HOURS,
-    JOB_FRACTIONS,
-    SETTINGS,
-    _seen,
-    _starts,
-)
+from benchmarks.spot.experiment import JOB_FRACTIONS, _seen, _starts, job_setting
 from benchmarks.spot.half_life import run
 from benchmarks.spot.policies import uniform_progress_policy
-from benchmarks.spot.simulator import Cadence, Setting, load_trace, simulate
+from benchmarks.spot.simulator import Cadence, load_trace, simulate
 from tests.benchmarks.spot_scripts import setting
 
 NAME = "us-west-2a_v100_1"
@@ -62,12 +56,9 @@ def test_the_result_file_compares_each_half_life_with_uniform_progress(tmp_path:
     assert all(v["deadline_misses"] == 0 for v in ours.values())
     # Uniform Progress on the spot benchmark's jobs, and each half-life as a ratio to it
     trace = load_trace(folder / f"{NAME}.json")
-    spot_price, od_price, changeover = SETTINGS["paper"]
     costs = []
     for fraction in JOB_FRACTIONS:
-        s = Setting.from_hours(trace, work_hours=DEADLINE_HOURS * fraction,
-                               deadline_hours=DEADLINE_HOURS, changeover_hours=changeover,
-                               spot_price=spot_price, od_price=od_price)  # fmt: skip
+        s = job_setting(trace, "paper", fraction)
         (start,) = _starts(trace.name, len(data), s, 1)
         r = simulate(np.atleast_2d(trace.available), start, s, uniform_progress_policy,
                      Cadence.production())  # fmt: skip
