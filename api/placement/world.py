@@ -49,10 +49,11 @@ Histories = Mapping[tuple[str, str], PoolHistory]
 OBSERVATION_WINDOW = timedelta(days=7)
 # Within the window, older evidence weighs less in what decide() judges by (learning.pool_history's
 # half_life): a pool seen poor a day ago drifts back to its prior, so the rule that holds a
-# standby tries it again, where the whole week kept it on on-demand for good. Measured on the
-# spot benchmark (benchmarks/spot): 3 h to 12 h alike; a day or more, little gain. The quote
-# forecasts the job's whole run and reads the whole window alike (Snapshot.forecast_rates):
-# weighed by age it overquoted (quote calibration's median error 0.21 against 0.12).
+# standby tries it again, where the whole week kept it on on-demand for good. 12 h is the only
+# half-life measured cheaper than the week alike in every trace set (benchmarks/spot/half_life.py;
+# a day or more gains little). The quote forecasts the job's whole run and reads the whole
+# window alike (Snapshot.forecast_rates): weighed by age it overquoted (quote calibration's
+# median error 0.21 against 0.12).
 EVIDENCE_HALF_LIFE: timedelta | None = timedelta(hours=12)
 
 
