@@ -95,9 +95,10 @@ def _quote(
         step_hours=s.gap_hours,
         standby=standby,
     )
-    q = policy_quote(job, snap)
+    market = Market(snap)
+    q = policy_quote(market, job)
     assert q is not None  # spot and on-demand are both there
-    spot = first(Market(snap).spot(job), waiting=True)
+    spot = first(market.spot(job), waiting=True)
     assert spot is not None
     single = outcome(job, spot, s.deadline * s.gap_hours).expected_cost
     return q, single

@@ -67,22 +67,10 @@ class StandbyGate:
         notice: PreemptionNotice,
         progress: ProgressLog,
     ) -> StandbyGate | None:
-        """The gate of a standby run; None for a run that trains at once."""
+        """The gate of a standby run; None for a run that trains at once. A standby that cannot
+        ask would wait forever: refused before anything is built."""
         if not config.standby:
             return None
-        return cls.from_config(config, environ, dist=dist, notice=notice, progress=progress)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: RunConfig,
-        environ: Mapping[str, str],
-        *,
-        dist: DistContext,
-        notice: PreemptionNotice,
-        progress: ProgressLog,
-    ) -> StandbyGate:
-        """A standby that cannot ask would wait forever: refused before anything is built."""
         token = environ.get(ENV_JOB_TOKEN)
         missing = [
             name

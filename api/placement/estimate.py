@@ -41,10 +41,10 @@ class Estimate:
 def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     """The decision for `job` (pending, in `snapshot` or added to it) and the plans weighed."""
     jobs = [j for j in snapshot.jobs if j.id != job.id]
+    market = Market(replace(snapshot, jobs=[*jobs, job]))
     # Quoted first: decide() weighs the job's budget by its quote's hold, as it will once the
     # job is admitted with that quote.
-    quoted = policy_quote(job, replace(snapshot, jobs=[*jobs, job]))
-    market = Market(replace(snapshot, jobs=[*jobs, job]))
+    quoted = policy_quote(market, job)
     if quoted is not None and not job.budget_held and math.isfinite(quoted.hold_cost):
         job = replace(job, quote_usd=quoted.hold_cost)
     snap = replace(snapshot, jobs=[*jobs, job])
@@ -91,12 +91,12 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     )
 
 
-def policy_quote(job: JobState, snap: Snapshot) -> Quote | None:
+def policy_quote(market: Market, job: JobState) -> Quote | None:
     """The quote of what decide() will do with the job from now on (see quote.py), from the
     situation decide() weighs: the pools it picks by what they showed lately (rates), each
     forecast for the whole run from the whole window (forecast_rates); a free reservation
     first, as decide() takes one."""
-    market = Market(snap)
+    snap = market.snapshot
     sit = situation(market, job, snap.now)
     if snap.forecast_rates is not None:
         sit = _forecast(sit, Market(replace(snap, rates=snap.forecast_rates)), job)

@@ -20,6 +20,7 @@ from api.placement import (
     estimate,
 )
 from api.placement.estimate import policy_quote
+from api.placement.options import Market
 from api.pricing.catalog import default_catalog
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, normalized
 from api.pricing.offers import Offer
@@ -96,7 +97,7 @@ def test_a_deadline_the_cheap_slow_gpu_cannot_meet_takes_a_faster_one() -> None:
     d = placed(snap([j], [A100, L4], SPEEDS))
     assert d.plan.offer.gpu_model == "A100"
     assert d.plan.p_meet_deadline == 1.0
-    quoted = policy_quote(j, snap([j], [A100, L4], SPEEDS))
+    quoted = policy_quote(Market(snap([j], [A100, L4], SPEEDS)), j)
     assert quoted is not None and quoted.p_meet_deadline == 1.0
     assert quoted.expected_cost == pytest.approx(3.0 * 4.2, rel=1e-3)
     # The estimate marks the same plan, and shows the L4 as the cheaper one it passed over.

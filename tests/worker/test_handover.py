@@ -337,14 +337,21 @@ def slow_down(world: World, job_id: str, running_id: str) -> None:
     world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128)
 
 
-def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
-    world: World,
-) -> None:
+def unwanted_standby(world: World) -> tuple[str, str, str]:
+    """A job on on-demand with a standby running beside it, which the slower rate makes the
+    rule no longer want: (job, running attempt, standby attempt)."""
     job_id, running_id = world.running_on_demand()
     standby_id = world.hold_standby(job_id)
     world.launcher.script(standby_id, ObservedState.RUNNING)
     reconcile_once(world.cp)
     slow_down(world, job_id, running_id)
+    return job_id, running_id, standby_id
+
+
+def test_a_standby_the_rule_no_longer_wants_is_withdrawn_and_never_takes_over(
+    world: World,
+) -> None:
+    job_id, running_id, standby_id = unwanted_standby(world)
 
     result = schedule_once(world.cp)
     assert result.withdrawn == 1 and result.standbys == 0 and result.migrated == 0, result
@@ -371,11 +378,7 @@ def test_a_standby_being_stopped_that_the_pool_takes_teaches_the_preemption(
 ) -> None:
     """Withdrawn, then preempted before the stop took effect: the pool's news is kept (a
     preemption learned), not hidden behind the stop."""
-    job_id, running_id = world.running_on_demand()
-    standby_id = world.hold_standby(job_id)
-    world.launcher.script(standby_id, ObservedState.RUNNING)
-    reconcile_once(world.cp)
-    slow_down(world, job_id, running_id)
+    job_id, running_id, standby_id = unwanted_standby(world)
     assert schedule_once(world.cp).withdrawn == 1
     world.clock.advance(60)
     world.launcher.script(standby_id, ObservedState.PREEMPTED)
@@ -387,11 +390,7 @@ def test_a_standby_being_stopped_that_the_pool_takes_teaches_the_preemption(
 def test_a_withdrawn_standby_is_not_held_again_there_before_the_backoff(world: World) -> None:
     """A rate estimate hovering at the rule's edge must not start a standby and withdraw it
     pass after pass: after a withdrawal that offer waits out `no_capacity_backoff_s`."""
-    job_id, running_id = world.running_on_demand()
-    standby_id = world.hold_standby(job_id)
-    world.launcher.script(standby_id, ObservedState.RUNNING)
-    reconcile_once(world.cp)
-    slow_down(world, job_id, running_id)
+    job_id, running_id, standby_id = unwanted_standby(world)
     assert schedule_once(world.cp).withdrawn == 1
     world.launcher.script(standby_id, ObservedState.CANCELLED)
     reconcile_once(world.cp)
