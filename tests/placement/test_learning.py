@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.placement.learning import PoolHistory, SpotAttempt, pool_history
+from api.placement.learning import SEEN_TOGETHER, PoolHistory, SpotAttempt, pool_history
 from api.pricing.preemption import PreemptionPrior
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -45,6 +46,44 @@ def test_an_outage_still_open_counts_to_when_it_was_last_seen_and_no_recovery() 
     ]
     seen = pool_history(attempts, since=at(0), now=at(100))
     assert (seen.outage_hours, seen.recoveries) == (pytest.approx(1.0), 0)
+
+
+def test_jobs_side_by_side_see_the_pool_once() -> None:
+    """Three jobs ran in one pool from 0 h to 10 h, when one reclaim took them all (the
+    reconciler closes each in its own pass, seconds apart): that is what one job saw, ten hours
+    and one preemption, not thirty hours and three (a posterior three times as sure)."""
+    one = [SpotAttempt(at(0), at(0), at(10), "preempted")]
+    three = [
+        SpotAttempt(
+            at(0), at(0) + timedelta(seconds=k), at(10) + timedelta(seconds=20 * k), "preempted"
+        )
+        for k in range(3)
+    ]
+    for half_life in (None, timedelta(hours=12)):
+        alone = pool_history(one, since=at(0), now=at(24), half_life=half_life)
+        together = pool_history(three, since=at(0), now=at(24), half_life=half_life)
+        assert astuple(together) == pytest.approx(astuple(alone), abs=0.02)  # the stagger
+    assert alone.preemptions == pytest.approx(2 ** (-14 / 12))
+
+
+def test_preemptions_apart_are_each_a_reclaim_and_hours_overlap_once() -> None:
+    """A loses its node at 4 h while B runs on to 8 h, then B is lost: two reclaims, over the
+    eight hours in which the pool was watched (not the ten the two ran in all)."""
+    attempts = [
+        SpotAttempt(at(0), at(0), at(4), "preempted"),
+        SpotAttempt(at(2), at(2), at(8), "preempted"),
+    ]
+    seen = pool_history(attempts, since=at(0), now=at(24))
+    assert (seen.preemptions, seen.spot_hours) == (2, pytest.approx(8.0))
+    # within a reclaim's notice of each other: one reclaim
+    close = [attempts[0], SpotAttempt(at(2), at(2), at(4) + SEEN_TOGETHER, "preempted")]
+    assert pool_history(close, since=at(0), now=at(24)).preemptions == 1
+    # as close, but one after the other: the second run began after the first reclaim
+    after = [
+        attempts[0],
+        SpotAttempt(at(4), at(4) + SEEN_TOGETHER / 2, at(4) + SEEN_TOGETHER, "preempted"),
+    ]
+    assert pool_history(after, since=at(0), now=at(24)).preemptions == 2
 
 
 def test_while_another_job_runs_in_the_pool_it_has_capacity() -> None:

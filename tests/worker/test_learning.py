@@ -5,12 +5,14 @@ preempted), launches that find no capacity move its availability."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import read_session
 from api.placement import world as worlds
+from api.placement.learning import SpotAttempt, pool_history
 from api.placement.states import Calibration
 from api.pricing.catalog import default_catalog
 from api.pricing.cost_model import RESTART_HOURS
@@ -87,6 +89,41 @@ def test_preemptions_in_one_zone_send_new_jobs_to_another(
     learned = _learned(cp, pool)
     assert learned is not None and learned.rate > 2 * prior.rate
     assert len(moved) <= 6, moved
+
+
+def test_jobs_preempted_by_one_reclaim_teach_the_pool_what_one_job_would(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Two jobs run side by side in one pool for two hours, and one reclaim takes both (the
+    reconciler closes each in its own pass): the pool learned one preemption in two hours, as
+    one job alone would have shown it, not two in four (the same rate, twice as sure)."""
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(settings, session_factory, launcher, clock)
+    who = principal(session_factory)
+    first, second = submit(session_factory, who), submit(session_factory, who)  # spot
+    placed = [_placed(cp, first), _placed(cp, second)]
+    pools = {(zone, kind) for _, zone, kind in placed}
+    assert len(pools) == 1, placed
+    (pool,) = pools
+    for attempt_id, _, _ in placed:
+        launcher.script(attempt_id, ObservedState.RUNNING)
+    reconcile_once(cp)
+    began = clock()
+    clock.advance(2 * 3600)
+    for attempt_id, _, _ in placed:
+        launcher.script(attempt_id, ObservedState.PREEMPTED, exit_code=75)
+        reconcile_once(cp)
+        clock.advance(5)
+    learned = _learned(cp, pool)
+    one = pool_history(
+        [SpotAttempt(began, began, began + timedelta(hours=2), "preempted")],
+        since=clock() - worlds.OBSERVATION_WINDOW,
+        now=clock(),
+        half_life=worlds.EVIDENCE_HALF_LIFE,
+    )
+    assert learned is not None
+    expected = one.posterior(_prior(pool))
+    assert (learned.alpha, learned.beta) == pytest.approx((expected.alpha, expected.beta), abs=0.01)
 
 
 def test_launches_that_find_no_capacity_lengthen_the_pools_outages(
