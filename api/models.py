@@ -150,7 +150,7 @@ class Job(Base):
     lock_expires_at: Mapped[datetime | None] = mapped_column(default=None)
     not_before: Mapped[datetime | None] = mapped_column(default=None)
     # The quote at submit of the policy as it will run (api.placement.quote): expected and
-    # typical (median-run) cost, the high percentile budgets hold, expected finish and
+    # typical (likely) cost, the high percentile budgets hold, expected finish and
     # P(deadline). `holds_budget`: the hold counts against the team's budget until the job ends
     # (not while deferred over budget).
     quote_cost_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)

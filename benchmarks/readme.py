@@ -236,7 +236,7 @@ def quote_calibration(r: dict[str, Any]) -> Row:
         f"{r['jobs']} jobs replayed on the spot traces"
         f"{' with make-before-break' if r['setting'].get('standby') else ''}, each quoted by a "
         f"service that had watched its pool for the week before: median \\|quote - billed\\| / "
-        f"billed of the likely (median-run) cost **{likely:.2f}** "
+        f"billed of the likely cost (the runs' median weighed by 1 / cost) **{likely:.2f}** "
         f"(goal 0.10{'' if likely <= 0.10 else ', not met'}; "
         f"best figure per pool and size in hindsight {r['median_abs_error_hindsight_floor']:.2f}"
         f"), of the expected cost {r['median_abs_error_quote']:.2f}, of the single-plan cost "

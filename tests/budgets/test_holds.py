@@ -181,7 +181,7 @@ def test_the_estimate_and_admission_weigh_the_budget_alike(
     free = client.post("/v1/estimate", json=body, headers=auth).json()
     plan, hold = free["plans"][0]["expected_cost"], free["quote"]["hold_cost"]
     assert hold > plan  # preemptions and the fallback cost more than one plan to the end
-    # The job records the quote the estimate showed, its likely (median-run) cost included.
+    # The job records the quote the estimate showed, its likely cost included.
     accepted = client.post("/v1/jobs", json=body | {"name": "quoted"}, headers=auth).json()
     assert accepted["quote"]["typical_cost"] == pytest.approx(free["quote"]["typical_cost"])
     assert 0 < accepted["quote"]["typical_cost"] <= accepted["quote"]["hold_cost"]

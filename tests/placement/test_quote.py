@@ -11,7 +11,7 @@ import pytest
 
 from api.placement import Snapshot, estimate
 from api.placement.options import Market, Option, first
-from api.placement.quote import Quote, Runs, hold_of, quote
+from api.placement.quote import Quote, Runs, hold_of, likely, quote
 from api.placement.situation import Situation
 from api.placement.snapshot import JobState, prospective
 from api.pricing.catalog import default_catalog
@@ -217,6 +217,23 @@ def test_the_hold_is_the_90th_percentile_but_never_below_the_mean() -> None:
     assert hold_of(usual) == pytest.approx(5.95)  # the mean: p90 is 1.0
     spread = sorted(float(c) for c in range(1, 101))
     assert hold_of(spread) == 90.0  # the 90th percentile, above the mean (50.5)
+
+
+def test_the_likely_cost_is_the_figure_nearest_the_bill_relative_to_it() -> None:
+    """Runs split between riding spot ($40) and a fall to on-demand ($120): the plain median
+    ($80) is near neither, and a bill of $40 is 100% off it. The likely cost minimises the
+    expected |figure - bill| / bill over the runs, checked against every run's cost."""
+
+    def error(figure: float, costs: list[float]) -> float:
+        return statistics.fmean(abs(figure - c) / c for c in costs)
+
+    split = sorted([40.0] * 45 + [80.0] * 10 + [120.0] * 45)
+    assert statistics.median(split) == 80.0 and likely(split) == 40.0
+    rng = random.Random(7)
+    for _ in range(50):
+        costs = sorted(rng.lognormvariate(4.0, rng.uniform(0.05, 1.0)) for _ in range(31))
+        best = min(error(c, costs) for c in costs)
+        assert error(likely(costs), costs) == pytest.approx(best, rel=1e-9)
 
 
 def test_the_deadline_rule_leaves_room_for_on_demands_checkpoint_stalls() -> None:
