@@ -12,19 +12,20 @@ with no recovery (right censoring: events over exposure). While any attempt of t
 pool has capacity: another job's refusal or preemption then begins no outage.
 
 Jobs side by side in one pool watch the same pool, and it is counted once: its spot hours are
-the hours in which some attempt held capacity (the union of their runs, not the sum), and the
-preemptions of runs side by side within a reclaim's notice (`SEEN_TOGETHER`) are one reclaim.
-Counting every job's copy made a pool that N jobs ran in look N times as well known: the
-posterior left its prior behind on the evidence of one outage (the busy service's jobs paid
-0.57% more for sharing what they saw, benchmarks/spot/busy.py). Where nodes are lost one by one,
-not together, the union counts each loss against fewer hours: the pool reads riskier, never
-safer.
+the hours in which some attempt held capacity (the union of their runs, not the sum), and a
+preemption counts as the share it took of the attempts then holding capacity, those lost within
+a reclaim's notice of each other (`SEEN_TOGETHER`) together. A reclaim that took every job is
+one preemption; N jobs losing their nodes one by one count 1/N each. Either way the pool's rate
+is what one job in it sees. Counting every job's copy made a pool that N jobs ran in look N
+times as well known when they went together: the posterior left its prior behind on the
+evidence of one outage (the busy service's jobs paid 0.57% more for sharing what they saw,
+benchmarks/spot/busy.py).
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,7 +35,8 @@ from api.pricing.preemption import PreemptionPrior, posterior
 # Ended so without ever having held capacity: a launch that never completed.
 NEVER_RAN = frozenset({"lost", "no_capacity"})
 # The pods of one reclaim are told together and end within its notice (AWS gives two minutes,
-# GCP and Azure less): preemptions of a pool this close are one reclaim, seen by several jobs.
+# GCP and Azure less), each when its checkpoint is saved: preemptions of a pool each this close
+# to the one before are one reclaim, seen by several jobs.
 SEEN_TOGETHER = timedelta(minutes=2)
 
 
@@ -79,14 +81,25 @@ def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, date
     return out
 
 
-def _reclaims(preempted: list[tuple[datetime, datetime]]) -> list[datetime]:
-    """Preempted runs (start, end) grouped into reclaims, as each reclaim's time (its first
-    end): a run that held capacity at a reclaim and ended within SEEN_TOGETHER of it went with
-    it; one started after it is another."""
-    out: list[datetime] = []
-    for start, end in sorted(preempted, key=lambda run: run[1]):
-        if not out or end - out[-1] > SEEN_TOGETHER or start >= out[-1]:
-            out.append(end)
+def _reclaims(
+    preempted: list[tuple[datetime, datetime]], ran: list[tuple[datetime, datetime]]
+) -> list[tuple[datetime, datetime, float]]:
+    """Preempted runs (start, end) grouped into reclaims: a run that held capacity when a reclaim
+    began (its first end) and ended within SEEN_TOGETHER of its last end so far went with it.
+    Each reclaim as (first end, last end, the share it took of the runs in `ran` holding capacity
+    when it began)."""
+    starts, ends = sorted(start for start, _ in ran), sorted(end for _, end in ran)
+    groups: list[tuple[datetime, datetime, int]] = []  # first end, last end, runs taken
+    for start, end in sorted(preempted, key=lambda run: (run[1], run[0])):
+        if groups and start < groups[-1][0] and end - groups[-1][1] <= SEEN_TOGETHER:
+            first, _, taken = groups[-1]
+            groups[-1] = (first, end, taken + 1)
+        else:
+            groups.append((end, end, 1))
+    out = []
+    for first, final, taken in groups:
+        holding = bisect_left(starts, first) - bisect_left(ends, first)  # start < first <= end
+        out.append((first, final, taken / max(taken, holding)))
     return out
 
 
@@ -142,7 +155,9 @@ def pool_history(
 
     held = _merged(ran)
     spot_hours = sum(age.span(max(start, since), end) for start, end in held)
-    preemptions = sum(age.at(t) for t in _reclaims(preempted) if t >= since)
+    preemptions = sum(
+        share * age.at(first) for first, last, share in _reclaims(preempted, ran) if last >= since
+    )
     starts = [start for start, _ in held]
 
     def running(t: datetime) -> bool:

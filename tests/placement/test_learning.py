@@ -66,16 +66,40 @@ def test_jobs_side_by_side_see_the_pool_once() -> None:
     assert alone.preemptions == pytest.approx(2 ** (-14 / 12))
 
 
+def test_a_reclaims_stragglers_go_with_it() -> None:
+    """The pods of one reclaim end as each saves its checkpoint within the notice, and the
+    reconciler sees each on its own pass: five copies ending over two and a half minutes, each
+    within the notice of the one before, are one reclaim."""
+    lag = [0, 20, 60, 125, 150]
+    five = [SpotAttempt(at(0), at(0), at(10) + timedelta(seconds=s), "preempted") for s in lag]
+    assert pool_history(five, since=at(0), now=at(24)).preemptions == 1
+
+
+def test_nodes_lost_one_by_one_count_as_the_share_of_the_pool_they_were() -> None:
+    """Four jobs hold the pool for a day, and each loses its node once, at its own hour, and is
+    back at once: each loss was a quarter of the pool, so the pool shows one preemption a day,
+    what each job saw of it (a day's lifetime), not four (six hours)."""
+    attempts = []
+    for job, lost in enumerate((3, 9, 15, 21)):
+        attempts += [
+            SpotAttempt(at(0), at(0) + timedelta(seconds=job), at(lost), "preempted"),
+            SpotAttempt(at(lost), at(lost), None, None),
+        ]
+    seen = pool_history(attempts, since=at(0), now=at(24))
+    assert (seen.preemptions, seen.spot_hours) == (pytest.approx(1.0), pytest.approx(24.0))
+
+
 def test_preemptions_apart_are_each_a_reclaim_and_hours_overlap_once() -> None:
-    """A loses its node at 4 h while B runs on to 8 h, then B is lost: two reclaims, over the
-    eight hours in which the pool was watched (not the ten the two ran in all)."""
+    """A loses its node at 4 h while B runs on: half the pool then. B is lost at 8 h, all of it
+    by then: one and a half preemptions over the eight hours in which the pool was watched (not
+    the ten the two ran in all)."""
     attempts = [
         SpotAttempt(at(0), at(0), at(4), "preempted"),
         SpotAttempt(at(2), at(2), at(8), "preempted"),
     ]
     seen = pool_history(attempts, since=at(0), now=at(24))
-    assert (seen.preemptions, seen.spot_hours) == (2, pytest.approx(8.0))
-    # within a reclaim's notice of each other: one reclaim
+    assert (seen.preemptions, seen.spot_hours) == (1.5, pytest.approx(8.0))
+    # within a reclaim's notice of each other: one reclaim, all of the pool
     close = [attempts[0], SpotAttempt(at(2), at(2), at(4) + SEEN_TOGETHER, "preempted")]
     assert pool_history(close, since=at(0), now=at(24)).preemptions == 1
     # as close, but one after the other: the second run began after the first reclaim
@@ -95,7 +119,9 @@ def test_while_another_job_runs_in_the_pool_it_has_capacity() -> None:
         SpotAttempt(at(6), at(6), at(8), "preempted"),
     ]
     seen = pool_history(attempts, since=at(0), now=at(24))
-    assert (seen.preemptions, seen.outage_hours, seen.recoveries) == (1, 0.0, 0)
+    # the preemption took half the pool (two held it), over the day the pool was held
+    assert (seen.preemptions, seen.outage_hours, seen.recoveries) == (0.5, 0.0, 0)
+    assert seen.spot_hours == pytest.approx(24.0)
     lost = [
         SpotAttempt(at(0), at(0), at(1), "preempted"),
         SpotAttempt(at(2), at(3), at(3), "lost"),
