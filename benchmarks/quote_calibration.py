@@ -16,17 +16,17 @@ would have seen it (observed.py, folded by the scheduler's own learning.pool_his
 decide()'s restart and reaction time, and whether spot is there now. The replay starts from the
 same learned state.
 Reported: median |quote - billed| / billed for the quote's likely cost (the median of its runs'
-costs weighed by 1 / cost, the point figure that minimises that relative error), and for its
-expected cost (overall, per job size, per spot-available-at-submit), the total quoted over the total
-billed, how often billed cost exceeded the quote's hold (the budget's 90th percentile; about 10% if
-the quote's spread is right), and, as a reference, the hindsight floor: the median error of the best
-single figure per pool and job size chosen after seeing every start's bill. Those jobs never miss
-(on-demand is the deadline's safety net), so P(meet) is also calibrated on spot-only jobs (work
-0.3-0.7 of the window) that can: Brier score and a reliability table over all jobs. Baseline in the
-same run: the single-plan expected cost (spot to the end) that the scheduler used to record.
-Limitation: this replays decide() on the spot simulator, not the whole scheduler and reconciler on a
-simulated clock; the simulator bills whole ticks, stalls nothing for checkpoints and loses no work
-on a preemption.
+costs weighed by 1 / cost, the point figure that minimises each job's mean relative error over the
+quote's own runs), and for its expected cost (overall, per job size, per spot-available-at-submit),
+the total quoted over the total billed, how often billed cost exceeded the quote's hold (the
+budget's 90th percentile; about 10% if the quote's spread is right), and, as a reference, the
+hindsight floor: the median error of the best single figure per pool and job size chosen after
+seeing every start's bill. Those jobs never miss (on-demand is the deadline's safety net), so
+P(meet) is also calibrated on spot-only jobs (work 0.3-0.7 of the window) that can: Brier score and
+a reliability table over all jobs. Baseline in the same run: the single-plan expected cost (spot to
+the end) that the scheduler used to record. Limitation: this replays decide() on the spot simulator,
+not the whole scheduler and reconciler on a simulated clock; the simulator bills whole ticks, stalls
+nothing for checkpoints and loses no work on a preemption.
 """
 
 from __future__ import annotations

@@ -118,12 +118,12 @@ class Quote(BaseModel):
     expected_cost: float = Field(description="USD, mean over the simulated runs.")
     typical_cost: float | None = Field(
         None,
-        description="USD, what the job most likely costs: the median of the simulated runs' "
-        "costs weighed by 1 / cost, the figure a bill lands nearest relative to itself (where "
-        "runs split between riding spot and a fall to on-demand, the plain median can sit near "
-        "neither). Spot costs are right-skewed (a few runs are forced onto on-demand), so a "
-        "job's bill lands nearer this than the mean more often than not. None on jobs quoted "
-        "before it was recorded.",
+        description="USD, the likely cost: the figure with the least relative error "
+        "(|figure - bill| / bill) to the simulated runs' costs, their median weighed by "
+        "1 / cost; at or below their plain median, which can sit near neither of two outcomes "
+        "(riding spot, a fall to on-demand). Spot costs are right-skewed (a few runs are forced "
+        "onto on-demand), so a job's bill lands nearer this than the mean more often than not. "
+        "None on jobs quoted before it was recorded.",
     )
     hold_cost: float = Field(
         description="USD, the 90th percentile: what the team's budget holds until the job ends."

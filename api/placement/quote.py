@@ -54,9 +54,9 @@ class Quote:
     expected_hours: float  # wall-clock hours to finish, mean
     p_meet_deadline: float  # share of runs that finish by the deadline (1 without one)
     spot_share: float  # share of billed hours on spot
-    # USD, what a job most likely costs: the run costs' median weighed by 1 / cost (likely()),
-    # the figure a bill lands nearest relative to itself. Spot costs are right-skewed (a few
-    # windows force on-demand), so most jobs land nearer this than the expected cost.
+    # USD, the likely cost: the run costs' median weighed by 1 / cost (likely()), the figure
+    # with the least relative error to the bill over the runs. Spot costs are right-skewed (a
+    # few windows force on-demand), so most jobs land nearer this than the expected cost.
     typical_cost: float
 
 
@@ -105,10 +105,11 @@ def hold_of(costs: Sequence[float]) -> float:
 
 
 def likely(costs: Sequence[float]) -> float:
-    """The figure a bill most likely lands near, relative to the bill: the median of sorted run
-    costs weighed by 1 / cost, which minimises the expected |figure - bill| / bill. Where runs
-    split between riding spot and a fall to on-demand, the plain median can sit between the two
-    and near neither; a bill 10% off counts alike at either."""
+    """The point figure for a bill judged by its relative error: the median of sorted run costs
+    weighed by 1 / cost, which minimises the mean |figure - cost| / cost over the runs. Where
+    runs split between riding spot and a fall to on-demand, the plain median can sit between the
+    two and near neither. It sits at or below the plain median: overquoting a bill twice over is
+    an error of 1, underquoting it by half one of 0.5."""
     if costs[0] <= 0.0:
         return statistics.median(costs)
     weights = [1.0 / c for c in costs]

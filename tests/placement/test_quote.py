@@ -11,7 +11,7 @@ import pytest
 
 from api.placement import Snapshot, estimate
 from api.placement.options import Market, Option, first
-from api.placement.quote import Quote, Runs, hold_of, likely, quote
+from api.placement.quote import RUNS, SEED, Quote, Runs, _Sim, hold_of, likely, quote
 from api.placement.situation import Situation
 from api.placement.snapshot import JobState, prospective
 from api.pricing.catalog import default_catalog
@@ -118,6 +118,14 @@ def test_the_quote_is_deterministic_and_its_hold_is_a_high_percentile() -> None:
     first, again = run(), run()
     assert first == again and isinstance(first, Quote)
     assert first.hold_cost >= first.expected_cost
+    # the likely cost is likely() of the same runs (quote()'s seed and count)
+    sit = Situation(
+        job=job, now=NOW, hours_left=30.0, restart_hours=0.2, step_hours=None, spot=spot,
+        pool=spot, on_demand=od,
+    )  # fmt: skip
+    rng, sim = random.Random(SEED), _Sim(sit)
+    costs = sorted(sim.run(True, rng)[0] for _ in range(RUNS))
+    assert first.typical_cost == likely(costs) < statistics.median(costs)
     assert 0 < first.spot_share < 1  # preemptions send part of it to on-demand
     assert first.p_meet_deadline == 1.0  # the slack rule's safety net
 
