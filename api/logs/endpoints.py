@@ -1,5 +1,7 @@
 """GET /v1/jobs/{id}/logs: every attempt's output in order; `?follow=true` streams until the end,
-`?tail=N` starts each attempt's output N bytes before its end.
+`?tail=N` starts each attempt's output N bytes before its end. Output of two attempts at once (a
+standby beside the running attempt) comes as it is written, each stretch under its attempt's
+header.
 
 The API reads logs through a `LogReader` (api.logs.reader) installed by the composition root,
 so `api` stays free of launcher code. A log is as large as a trainer makes it: it is streamed a
@@ -47,7 +49,8 @@ class LogsUnavailable(DomainError):
     response_class=StreamingResponse,
     responses={
         200: {
-            "description": "Each attempt's output after a `=== attempt N: ... ===` line.",
+            "description": "Each attempt's output after a `=== attempt N: ... ===` line, "
+            "given again where another attempt's output came in between (a standby's).",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         },
         429: {"model": ErrorBody, "description": "Too many followed streams for this team."},
@@ -119,6 +122,7 @@ async def _stream(
     an async sleep. So an idle follower holds no thread and no connection, and a disconnect
     (noticed while waiting, or by the server cancelling the stream) ends it."""
     logs: dict[str, _AttemptLog] = {}  # attempt id -> where its streaming stands
+    shown = _Shown()
     failures = 0
     finished: set[str] = set()  # attempts whose whole log has been streamed
     limiter = _read_threads()
@@ -142,12 +146,12 @@ async def _stream(
                     continue
                 if attempt.id not in logs:
                     logs[attempt.id] = _AttemptLog(offset=-tail if tail else 0)
-                    yield _header(attempt)
+                    yield shown.switch(attempt)
                 log = logs[attempt.id]
                 chunks = reader(attempt.launch_handle, offset=log.offset)
                 async for chunk in _chunks(chunks, limiter=limiter):
                     if text := log.take(chunk):
-                        yield text
+                        yield shown.switch(attempt) + shown.wrote(text)
                 # Nothing read from an offset before the end: the log is empty so far, so its
                 # tail is too, and everything written from now on is new.
                 log.offset = max(log.offset, 0)
@@ -155,7 +159,7 @@ async def _stream(
                     # Closed only once its processes were gone: its log is whole.
                     finished.add(attempt.id)
                     if text := log.close():
-                        yield text
+                        yield shown.switch(attempt) + shown.wrote(text)
             if not follow or job is None or JobStatus(job.status).terminal:
                 return
             for _ in range(int(POLL_S / 0.25)):
@@ -165,6 +169,28 @@ async def _stream(
     finally:
         if lease is not None:
             lease.release()
+
+
+class _Shown:
+    """Whose output the stream shows: each attempt's follows its `=== attempt N ===` line, given
+    again wherever another attempt's output came in between (a standby's beside the running
+    attempt's, while a follower polls both), on a line of its own."""
+
+    def __init__(self) -> None:
+        self.attempt: str | None = None
+        self.mid_line = False
+
+    def switch(self, attempt: JobAttempt) -> str:
+        """What to stream before `attempt`'s output: nothing while it is the one shown."""
+        if attempt.id == self.attempt:
+            return ""
+        end = "\n" if self.mid_line else ""
+        self.attempt, self.mid_line = attempt.id, False
+        return end + _header(attempt)
+
+    def wrote(self, text: str) -> str:
+        self.mid_line = not text.endswith("\n")
+        return text
 
 
 class _AttemptLog:

@@ -141,6 +141,79 @@ def test_a_follower_reads_each_byte_of_a_growing_log_once(
     assert ends[-1] == len(first + second)
 
 
+def test_a_standbys_output_beside_the_running_attempts_comes_under_its_own_header(
+    logs_client: TestClient,
+    auth: dict[str, str],
+    session_factory: sessionmaker[Session],
+    recorded: Recorded,
+) -> None:
+    """While a standby waits beside the running attempt, a follower reads both as they write:
+    every stretch of output comes under the header of the attempt that wrote it (they
+    interleaved under the first header, and the CLI's --json tagged lines with the wrong
+    attempt). A stretch that stops mid-line ends its line before the next header."""
+    job_id = submit(logs_client, auth)
+    running = start_attempt(session_factory, job_id, recorded.launcher.root, b"step 1\n")
+    standby = f"att-{job_id[:8]}-standby"
+    (recorded.launcher.root / standby).mkdir()
+    (recorded.launcher.root / standby / "trainer.log").write_bytes(b"restoring")
+    with transaction(session_factory) as session:
+        first = session.get(JobAttempt, running)
+        assert first is not None
+        session.add(
+            JobAttempt(
+                id=standby, job_id=job_id, team_id=first.team_id, number=2, cloud="aws",
+                region="us-east-1", zone="use1-az2", instance_type="g4dn.xlarge",
+                gpu_model="T4", gpu_count=1, capacity_type="spot", nodes=1,
+                price_per_hour=0.158, on_demand_price_per_hour=0.526, standby=True,
+                launch_handle=f"local:{standby}", started_at=utcnow(),
+            )
+        )  # fmt: skip
+    written = {running: b"step 1\n", standby: b"restoring"}
+
+    def write(attempt: str, data: bytes) -> None:
+        written[attempt] += data
+        with open(recorded.launcher.root / attempt / "trainer.log", "ab") as out:
+            out.write(data)
+
+    def trainers() -> None:
+        for n in range(2, 5):
+            total = sum(len(w) for w in written.values())
+            wait_for(lambda total=total: recorded.read() >= total, "the follower to read both")
+            write(running, f"step {n}\n".encode())
+            write(standby, f" {n}\nwaiting".encode())
+        total = sum(len(w) for w in written.values())
+        wait_for(lambda: recorded.read() >= total, "the follower to read the last of both")
+        with transaction(session_factory) as session:
+            for attempt_id in (standby, running):
+                attempt = session.get(JobAttempt, attempt_id)
+                assert attempt is not None
+                attempt.ended_at, attempt.end_reason = utcnow(), "succeeded"
+            job = session.get(Job, job_id)
+            assert job is not None
+            lifecycle.switch_status(session, job, JobStatus.SUCCEEDED, reason="test")
+
+    writer = threading.Thread(target=trainers, daemon=True)
+    writer.start()
+    response = logs_client.get(f"/v1/jobs/{job_id}/logs", params={"follow": "true"}, headers=auth)
+    writer.join(TIMEOUT)
+
+    assert response.status_code == 200
+    under: dict[str, list[str]] = {}
+    headers = []
+    for line in response.text.splitlines():
+        if line.startswith("=== attempt "):
+            headers.append(line)
+            current = under.setdefault(line.split(":")[0], [])
+        else:
+            current.append(line)
+    assert len(headers) > 2  # the stream went back and forth between them
+    assert "\n".join(under["=== attempt 1"]) + "\n" == written[running].decode()
+    # the standby's stretches stop mid-line ("waiting"): each was ended before the next header
+    # (else that header would not start a line), and nothing else was added to its output
+    standby_lines = "\n".join(under["=== attempt 2"])
+    assert standby_lines.replace("\n", "") == written[standby].decode().replace("\n", "")
+
+
 def test_tail_starts_each_attempt_that_many_bytes_before_its_end(
     logs_client: TestClient,
     auth: dict[str, str],
