@@ -25,7 +25,9 @@ scheduler migrates by stopping first), so it is taken only when the slack left a
 stays above the reserve and the bet pays: with p the chance the pool is back (two-state model,
 from "out" when the job left spot), p (L (k - 1) - d (1 + k)) > (1 - p) d k. The safety net is
 exact: no choice other than on-demand is made if, after one more step without progress,
-on-demand could no longer finish.
+on-demand could no longer finish. Past that point (a jump in the measured rate can land a job
+there between two steps) the deadline is lost whatever the job runs on: a job on spot stays
+there when that finishes sooner in expectation, since a move would only add a restart.
 """
 
 from __future__ import annotations
@@ -108,6 +110,26 @@ def _worth_trying(v: SlackView) -> bool:
     return p * (life * (k - 1.0) - d - od_restart) > (1.0 - p) * od_restart
 
 
+def _late_either_way(v: SlackView) -> bool:
+    """The job runs on spot and a restart onto on-demand now would miss the deadline too (a
+    jump in the measured rate can put it there between two steps): the deadline is lost
+    whichever it runs on, so the choice that finishes sooner in expectation stands. Spot finishes
+    after its changeover left and the work at its pace, plus a restart onto on-demand if the pool
+    is lost first (1 - exp(-w / L)); on-demand after a restart and the work."""
+    if v.on is not Choice.SPOT or not v.spot_available:
+        return False
+    if v.hours_left >= v.work_left + v.restart_hours:
+        return False  # on-demand still meets it: the safety net's move stands
+    spot_hours = v.work_left * v.spot_pace
+    lost = (
+        -math.expm1(-spot_hours / v.spot_lifetime_hours)
+        if v.spot_lifetime_hours > 0 and math.isfinite(v.spot_lifetime_hours)
+        else (1.0 if v.spot_lifetime_hours <= 0 else 0.0)
+    )
+    on_spot = v.changeover_left + spot_hours + lost * v.restart_hours
+    return on_spot <= v.restart_hours + v.work_left
+
+
 def choose(v: SlackView) -> Choice:
     return rule(v).choice
 
@@ -132,6 +154,12 @@ def rule(v: SlackView) -> Verdict:
         return Verdict(Choice.ON_DEMAND, "going back to spot would not pay its restarts now")
     progressing = v.on is Choice.SPOT and v.spot_available and v.changeover_left <= 0
     if left - g < work - (g / v.spot_pace if progressing else 0.0) + d:  # safety net
+        if _late_either_way(v):
+            return Verdict(
+                Choice.SPOT,
+                "on-demand could no longer meet the deadline either: staying on spot finishes "
+                "sooner than a restart would",
+            )
         return Verdict(
             Choice.ON_DEMAND,
             "the deadline needs it: the slack cannot absorb a wait or a spot restart",

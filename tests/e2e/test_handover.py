@@ -152,8 +152,10 @@ def test_killed_standby_worker_and_old_attempt_lose_nothing(  # type: ignore[no-
     the attempt handing over while it checkpoints: the job still ends with one training attempt
     at a time and the weights of an uninterrupted run."""
     stack: Stack = make_stack(trace=TRACE, tick_seconds=TICK_S)
-    # Checkpoints every 250 steps: the attempt killed at its handover loses at most those.
-    job_id, trainer = submit(stack, tmp_path, work_s=90, every_steps=250)
+    # Checkpoints every 100 steps: the attempt killed at its handover loses at most those, and
+    # has left one by then even where its trainer ran a tenth as fast as measured (a run beside
+    # another trainer's start on two cores, with 250, had none: the standby began from step 0).
+    job_id, trainer = submit(stack, tmp_path, work_s=90, every_steps=100)
 
     # 1. The first standby dies while it waits (killed the moment it is launched, long before
     # its trainer is built): it is closed, the job runs on on-demand.

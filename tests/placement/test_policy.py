@@ -148,6 +148,28 @@ def test_a_running_spot_job_keeps_its_instance_when_spot_disappears() -> None:
     assert decide(snap([running], unavailable=gone)) == []
 
 
+def test_a_spot_job_past_the_reach_of_on_demand_stays_on_spot() -> None:
+    """Where the work left no longer fits before the deadline even on on-demand (a rate measured
+    slow, say, while a standby started beside the trainer), moving there only adds a restart to
+    a deadline already lost: the job keeps its spot instance. One just launched on spot, its
+    changeover still ahead, finishes no sooner there and may be preempted on the way: it moves."""
+    base = job(1, hours=10, deadline=40)
+    spot = next(o for o in OFFERS if o.zone == "us-east-1b")
+
+    def running(left: float, ran: float = 1.0) -> JobState:
+        return JobState(
+            base.id, base.team, base.spec, NOW - timedelta(hours=35), NOW + timedelta(hours=5),
+            left, state="running",
+            current=Current(spot.key, CapacityType.SPOT, NOW - timedelta(hours=ran)),
+        )  # fmt: skip
+
+    assert decide(snap([running(4.0)])) == []  # 5 h left, 4 h of work: on time on spot
+    assert decide(snap([running(5.5)])) == []  # 5.5 h of work: late whatever it runs on
+    # just launched: as long a restart ahead as on-demand's, and the pool's risk on top
+    (d,) = decide(snap([running(5.5, ran=0.0)]))
+    assert isinstance(d, Migrate) and d.to.plan.capacity_type == "on_demand"
+
+
 def test_budget_rejects_or_defers() -> None:
     jobs = [job(1, types=["on_demand"]), job(2, types=["on_demand"], on_budget="defer")]
     out = {d.job_id: d for d in decide(snap(jobs, budgets={"t": 5.0}))}

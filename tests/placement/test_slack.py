@@ -73,3 +73,23 @@ def test_a_slower_spot_gpu_progresses_less_work_per_step_in_the_safety_net() -> 
     v = view(on=Choice.SPOT, spot_available=True, work_left=5.0, hours_left=5.24, step_hours=0.1)
     assert choose(v) is Choice.SPOT
     assert choose(replace(v, spot_pace=2.0)) is Choice.ON_DEMAND
+
+
+def test_spot_stays_where_on_demand_could_no_longer_meet_the_deadline_either() -> None:
+    """A jump in the measured rate (a trainer slowed while a standby started beside it) can put a
+    job running on spot past the safety net's point in one step: a move to on-demand would then
+    miss the deadline too, and only add a restart."""
+    late = view(on=Choice.SPOT, spot_available=True, work_left=5.0, hours_left=5.1, step_hours=0.1)
+    assert late.hours_left < late.work_left + late.restart_hours
+    assert choose(late) is Choice.SPOT
+    # on time: a spot GPU at half the pace, where on-demand after a restart still just makes it
+    assert choose(replace(late, hours_left=5.24, spot_pace=2.0)) is Choice.ON_DEMAND
+    # late, but spot finishes later in expectation: a slower spot GPU, or an attempt still in
+    # its changeover on a pool likely to be lost before the end (a restart onto on-demand then)
+    assert choose(replace(late, spot_pace=1.5)) is Choice.ON_DEMAND
+    changing = replace(late, changeover_left=0.01)
+    assert choose(changing) is Choice.SPOT
+    assert choose(replace(changing, spot_lifetime_hours=0.5)) is Choice.ON_DEMAND
+    # not running on spot (waiting, or spot gone): on-demand, the sooner start
+    assert choose(replace(late, on=Choice.WAIT)) is Choice.ON_DEMAND
+    assert choose(replace(late, spot_available=False)) is Choice.ON_DEMAND
