@@ -31,8 +31,10 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from api.placement.options import Option, interval, work_hours
 from api.placement.situation import Situation
@@ -112,13 +114,8 @@ def likely(costs: Sequence[float]) -> float:
     an error of 1, underquoting it by half one of 0.5."""
     if costs[0] <= 0.0:
         return statistics.median(costs)
-    weights = [1.0 / c for c in costs]
-    half, seen = sum(weights) / 2.0, 0.0
-    for cost, weight in zip(costs, weights, strict=True):
-        seen += weight
-        if seen >= half:
-            return cost
-    return costs[-1]
+    seen = list(accumulate(1.0 / c for c in costs))
+    return costs[bisect_left(seen, seen[-1] / 2.0)]
 
 
 def quote(
