@@ -181,6 +181,12 @@ def _choice(sit: Situation) -> tuple[Verdict, SlackView | None]:
         changeover_left=changeover_left,
         spot_available=spot is not None,
         on_hours=ran,
+        spot_held=(
+            current is not None
+            and spot is not None
+            and current.capacity_type == CapacityType.SPOT
+            and current.offer_key == spot.offer.key
+        ),
     )
     return rule(view), view
 

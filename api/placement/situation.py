@@ -105,6 +105,7 @@ class Situation:
         changeover_left: float,
         spot_available: bool,
         on_hours: float,
+        spot_held: bool = False,
     ) -> SlackView:
         """The rule's view at one moment; `work` in hours of the unit GPU, stalls excluded."""
         return SlackView(
@@ -122,6 +123,7 @@ class Situation:
             spot_outage_hours=terms.spot_outage_hours,
             on_hours=on_hours,
             spot_pace=terms.spot_pace,
+            spot_held=spot_held,
         )
 
 

@@ -25,9 +25,12 @@ scheduler migrates by stopping first), so it is taken only when the slack left a
 stays above the reserve and the bet pays: with p the chance the pool is back (two-state model,
 from "out" when the job left spot), p (L (k - 1) - d (1 + k)) > (1 - p) d k. The safety net is
 exact: no choice other than on-demand is made if, after one more step without progress,
-on-demand could no longer finish. Past that point (a jump in the measured rate can land a job
-there between two steps) the deadline is lost whatever the job runs on: a job on spot stays
-there when that finishes sooner in expectation, since a move would only add a restart.
+on-demand could no longer finish; but where a restart onto on-demand would miss the deadline
+even now (a jump in the measured rate can land a job there between two steps), on-demand can no
+longer save it, and a job running on spot stays there when that finishes no later in
+expectation: spot may still make it, the move would certainly not. For a job on spot at the
+on-demand GPU's pace, past its changeover, that is always so: such a job is never moved by the
+net, whose condition for it is that very point.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ class SlackView:
     # Spot hours per hour of work_left, which counts hours of the on-demand fallback's GPU:
     # 2.0 when the spot GPU is half as fast.
     spot_pace: float = 1.0
+    # The spot pool judged (its lifetime, pace) is the one the job runs on: not so where the
+    # held pool was dropped as unusable (over the price cap, gone from the catalog) for another.
+    spot_held: bool = False
 
 
 def reserve(v: SlackView) -> float:
@@ -111,12 +117,13 @@ def _worth_trying(v: SlackView) -> bool:
 
 
 def _late_either_way(v: SlackView) -> bool:
-    """The job runs on spot and a restart onto on-demand now would miss the deadline too (a
-    jump in the measured rate can put it there between two steps): the deadline is lost
-    whichever it runs on, so the choice that finishes sooner in expectation stands. Spot finishes
-    after its changeover left and the work at its pace, plus a restart onto on-demand if the pool
-    is lost first (1 - exp(-w / L)); on-demand after a restart and the work."""
-    if v.on is not Choice.SPOT or not v.spot_available:
+    """The job runs on spot and a restart onto on-demand now would certainly miss the deadline
+    (a jump in the measured rate can put it there between two steps): on-demand can no longer
+    save it, so the job stays on spot where that finishes no later in expectation, and may still
+    make it. Spot finishes after its changeover left and the work at its pace, plus a restart
+    onto on-demand if the pool is lost first (1 - exp(-w / L)); on-demand after a restart and
+    the work. A preemption's notice checkpoint keeps the work done, as a move's stop does."""
+    if v.on is not Choice.SPOT or not v.spot_available or not v.spot_held:
         return False
     if v.hours_left >= v.work_left + v.restart_hours:
         return False  # on-demand still meets it: the safety net's move stands
@@ -157,8 +164,8 @@ def rule(v: SlackView) -> Verdict:
         if _late_either_way(v):
             return Verdict(
                 Choice.SPOT,
-                "on-demand could no longer meet the deadline either: staying on spot finishes "
-                "sooner than a restart would",
+                "a restart onto on-demand would miss the deadline too: spot finishes no later "
+                "in expectation, and may still make it",
             )
         return Verdict(
             Choice.ON_DEMAND,

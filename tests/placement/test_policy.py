@@ -156,17 +156,20 @@ def test_a_spot_job_past_the_reach_of_on_demand_stays_on_spot() -> None:
     base = job(1, hours=10, deadline=40)
     spot = next(o for o in OFFERS if o.zone == "us-east-1b")
 
-    def running(left: float, ran: float = 1.0) -> JobState:
+    def running(left: float, ran: float = 1.0, on: Offer = spot) -> JobState:
         return JobState(
             base.id, base.team, base.spec, NOW - timedelta(hours=35), NOW + timedelta(hours=5),
             left, state="running",
-            current=Current(spot.key, CapacityType.SPOT, NOW - timedelta(hours=ran)),
+            current=Current(on.key, CapacityType.SPOT, NOW - timedelta(hours=ran)),
         )  # fmt: skip
 
     assert decide(snap([running(4.0)])) == []  # 5 h left, 4 h of work: on time on spot
     assert decide(snap([running(5.5)])) == []  # 5.5 h of work: late whatever it runs on
     # just launched: as long a restart ahead as on-demand's, and the pool's risk on top
     (d,) = decide(snap([running(5.5, ran=0.0)]))
+    assert isinstance(d, Migrate) and d.to.plan.capacity_type == "on_demand"
+    # its pool gone from the catalog: the rule would judge another pool's risk, not its own
+    (d,) = decide(snap([running(5.5, on=offer("us-east-1c", 3.06, 0.5))]))
     assert isinstance(d, Migrate) and d.to.plan.capacity_type == "on_demand"
 
 

@@ -77,11 +77,20 @@ def test_a_slower_spot_gpu_progresses_less_work_per_step_in_the_safety_net() -> 
 
 def test_spot_stays_where_on_demand_could_no_longer_meet_the_deadline_either() -> None:
     """A jump in the measured rate (a trainer slowed while a standby started beside it) can put a
-    job running on spot past the safety net's point in one step: a move to on-demand would then
-    miss the deadline too, and only add a restart."""
-    late = view(on=Choice.SPOT, spot_available=True, work_left=5.0, hours_left=5.1, step_hours=0.1)
+    job running on spot, in one step, where a restart onto on-demand would miss the deadline
+    too: the move cannot save it, and spot, finishing no later in expectation, still may."""
+    late = view(
+        on=Choice.SPOT,
+        spot_available=True,
+        spot_held=True,
+        work_left=5.0,
+        hours_left=5.1,
+        step_hours=0.1,
+    )
     assert late.hours_left < late.work_left + late.restart_hours
     assert choose(late) is Choice.SPOT
+    # the pool judged is another than the one the job runs on: nothing known of its own
+    assert choose(replace(late, spot_held=False)) is Choice.ON_DEMAND
     # on time: a spot GPU at half the pace, where on-demand after a restart still just makes it
     assert choose(replace(late, hours_left=5.24, spot_pace=2.0)) is Choice.ON_DEMAND
     # late, but spot finishes later in expectation: a slower spot GPU, or an attempt still in
