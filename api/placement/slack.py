@@ -128,11 +128,8 @@ def _late_either_way(v: SlackView) -> bool:
     if v.hours_left >= v.work_left + v.restart_hours:
         return False  # on-demand still meets it: the safety net's move stands
     spot_hours = v.work_left * v.spot_pace
-    lost = (
-        -math.expm1(-spot_hours / v.spot_lifetime_hours)
-        if v.spot_lifetime_hours > 0 and math.isfinite(v.spot_lifetime_hours)
-        else (1.0 if v.spot_lifetime_hours <= 0 else 0.0)
-    )
+    life = v.spot_lifetime_hours  # inf: never lost (-expm1(-0) is 0)
+    lost = -math.expm1(-spot_hours / life) if life > 0 else 1.0
     on_spot = v.changeover_left + spot_hours + lost * v.restart_hours
     return on_spot <= v.restart_hours + v.work_left
 
