@@ -214,8 +214,9 @@ class JobAttempt(Base):
     resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
     end_step: Mapped[int | None] = mapped_column(Integer, default=None)
     steps_lost: Mapped[int | None] = mapped_column(Integer, default=None)
-    # The rate its trainer last reported (samples a second over all ranks) on this GPU model,
-    # written while the attempt is open (api.placement.throughput).
+    # The rate its trainer reported (samples a second over all ranks) on this GPU model, its
+    # windows averaged over time (api.jobs.measured_rate), written while the attempt is open
+    # (api.placement.throughput).
     samples_per_s: Mapped[float | None] = mapped_column(Float, default=None)
     # Make-before-break: held beside the job's running attempt until a handover promotes it
     # (then False). One that ended unpromoted stays True: it never was the job's attempt, but

@@ -39,7 +39,14 @@ class Progress(Resource):
     step: int = Field(ge=0)
     total_steps: int | None = Field(None, ge=0)
     loss: float | None = None
-    samples_per_s: float | None = Field(None, ge=0)
+    samples_per_s: float | None = Field(
+        None,
+        ge=0,
+        description="The running attempt's rate, samples a second over all ranks: each report's "
+        "window averaged over time with the attempt's earlier ones (a window counts for the "
+        "share of a restart it lasted, so one slowed by a neighbour moves it little): the rate "
+        "the scheduler counts the work left from.",
+    )
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0)
     checkpoint_step: int | None = Field(None, ge=0, description="Last complete checkpoint.")
@@ -57,8 +64,10 @@ class ProgressReport(BaseModel):
     step: int = Field(ge=0, le=10**12)
     total_steps: int | None = Field(None, ge=0, le=10**12)
     loss: float | None = Field(None, allow_inf_nan=False)
-    # Over all ranks (batch_size x grad_accum_steps x world size a step): the scheduler reads the
-    # work left from it (api.placement.snapshot.samples_per_step).
+    # Over all ranks (batch_size x grad_accum_steps x world size a step), over the window since
+    # the trainer's last report: the server averages it with the attempt's earlier windows
+    # (api.jobs.measured_rate) and the scheduler reads the work left from that
+    # (api.placement.snapshot.samples_per_step).
     samples_per_s: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False)
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0, allow_inf_nan=False)
@@ -88,8 +97,9 @@ class JobAttempt(Resource):
     steps_lost: int | None = None
     samples_per_s: float | None = Field(
         None,
-        description="The rate its trainer last reported on this GPU model, samples a second "
-        "over all ranks: what the scheduler learns each model's speed for this trainer from.",
+        description="The rate its trainer measured on this GPU model, samples a second over "
+        "all ranks, its reports averaged over time: what the scheduler learns each model's "
+        "speed for this trainer from.",
     )
     standby: bool = Field(
         False,

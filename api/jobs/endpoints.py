@@ -134,9 +134,19 @@ def job_attempts(job_id: str, session: SessionDep, principal: PrincipalDep) -> R
 
 @router.post("/{job_id}/progress", response_model=r.Job)
 def report_progress(
-    job_id: str, report: r.ProgressReport, session: SessionDep, principal: PrincipalDep
+    request: Request,
+    job_id: str,
+    report: r.ProgressReport,
+    session: SessionDep,
+    principal: PrincipalDep,
 ) -> Response:
-    job = service.report_progress(session, principal=principal, job_id=job_id, report=report)
+    job = service.report_progress(
+        session,
+        principal=principal,
+        job_id=job_id,
+        report=report,
+        rate_memory_s=request.app.state.settings.restart_hours * 3600.0,
+    )
     body = _view(session, job, principal)
     session.commit()
     return respond(body)

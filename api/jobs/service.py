@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -18,7 +19,7 @@ from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, DomainError, InvalidRequest, NotFound
 from api.estimates import local_machine
-from api.jobs import lifecycle, repository
+from api.jobs import lifecycle, measured_rate, repository
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.trainer_keys import trainer_keys
@@ -301,9 +302,15 @@ def attempts(session: Session, *, principal: Principal, job_id: str) -> list[Job
 
 
 def report_progress(
-    session: Session, *, principal: Principal, job_id: str, report: ProgressReport
+    session: Session,
+    *,
+    principal: Principal,
+    job_id: str,
+    report: ProgressReport,
+    rate_memory_s: float,
 ) -> Job:
-    """A trainer reports progress with its job-scoped token."""
+    """A trainer reports progress with its job-scoped token; `rate_memory_s`: how long a
+    change in its rate must last to be believed (api.jobs.measured_rate)."""
     if principal.job_id != job_id and not principal.is_admin:
         raise NotFound(f"job {job_id} not found")
     job = get(session, principal=principal, job_id=job_id)
@@ -314,21 +321,46 @@ def report_progress(
     current = latest if latest is not None and latest.ended_at is None else None
     if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
         raise Conflict("progress from an attempt that is no longer current")
+    now = utcnow()
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
-    progress["updated_at"] = utcnow().isoformat()
+    progress["updated_at"] = now.isoformat()
     # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
     # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
     progress["gpu_model"] = latest.gpu_model if latest is not None else None
     # Only a report that names the open attempt is that attempt's rate (the shipped trainer
-    # always names it): one from an earlier attempt would be credited to another GPU.
-    if current is not None and report.attempt_id == current.id and report.samples_per_s:
-        current.samples_per_s = report.samples_per_s
+    # always names it): one from an earlier attempt would be credited to another GPU. The
+    # attempt's rate remembers its earlier windows (api.jobs.measured_rate), and is the one the
+    # scheduler counts the work left from.
+    if current is not None and report.attempt_id == current.id:
+        if report.samples_per_s:
+            current.samples_per_s = measured_rate.smoothed(
+                current.samples_per_s,
+                report.samples_per_s,
+                seconds=_since(job.progress, now),
+                memory_seconds=rate_memory_s,
+            )
+        if current.samples_per_s:  # a report without a rate keeps the attempt's
+            progress["samples_per_s"] = current.samples_per_s
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s
     if report.checkpoint_step is not None:
         job.resume_from_step = max(job.resume_from_step or 0, report.checkpoint_step)
     return job
+
+
+def _since(progress: dict[str, Any] | None, now: datetime) -> float:
+    """Seconds since the job's last report: the window a new one covers."""
+    last = (progress or {}).get("updated_at")
+    if not isinstance(last, str):
+        return 0.0
+    try:
+        then = datetime.fromisoformat(last)
+    except ValueError:
+        return 0.0
+    if then.tzinfo is None and now.tzinfo is not None:
+        then = then.replace(tzinfo=now.tzinfo)
+    return max(0.0, (now - then).total_seconds())
 
 
 def standby_answer(

@@ -3,8 +3,9 @@ rough figures (api.pricing.gpu_speed).
 
 How much faster an H100 trains than an A100 depends on the model: a small one bound by memory
 bandwidth or the input pipeline gains far less than the datasheet says, a large one in bf16
-gains more. Every attempt keeps the rate its trainer last reported (`job_attempts.samples_per_s`,
-samples a second over all ranks) next to its GPU model. A job's speeds are then what the team's
+gains more. Every attempt keeps the rate its trainer reported, averaged over time
+(`job_attempts.samples_per_s`, api.jobs.measured_rate; samples a second over all ranks) next to
+its GPU model. A job's speeds are then what the team's
 attempts of the same trainer measured on each model, the other models scaled from the table by
 how the measured ones compare to it. The key is what sets the rate: the image, the workload and
 its `args`, the per-GPU batch, precision, activation checkpointing, the input pipeline and the

@@ -16,6 +16,8 @@ from api.auth import issue_token
 from api.database import transaction
 from api.models import Job, JobAttempt, utcnow
 from api.money import cost_microusd
+from api.placement.states import remaining_hours
+from gpujobs.spec import JobSpec
 from tests.conftest import job_body
 
 RUNNING_PRICE = 1.006
@@ -152,3 +154,69 @@ def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
     assert client.post(url, json=named, headers=headers).status_code == 200
     with session_factory() as session:
         assert session.get(JobAttempt, attempt.id).samples_per_s == 14.0  # type: ignore[union-attr]
+
+
+def _running_with_token(
+    client: TestClient, auth: dict[str, str], factory: sessionmaker[Session], name: str
+) -> tuple[str, str, str]:
+    """A submitted job with a running attempt: its id, the job's token and the attempt's id."""
+    job_id = client.post("/v1/jobs", json=job_body(name), headers=auth).json()["id"]
+    _place(factory, job_id, 1, zone="use1-az4", capacity_type="spot", price_per_hour=0.41,
+           started_at=utcnow())  # fmt: skip
+    with transaction(factory) as session:
+        row = session.get(Job, job_id)
+        assert row is not None
+        token = issue_token(session, team_id=row.team_id, job_id=row.id)
+        [attempt] = session.query(JobAttempt).filter_by(job_id=job_id).all()
+        return job_id, token, attempt.id
+
+
+def _reported(factory: sessionmaker[Session], job_id: str, seconds_ago: float) -> None:
+    """The job's last report as if it came `seconds_ago`: the next one covers that window."""
+    with transaction(factory) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        if job.progress is None:
+            return  # no report yet: the next is the attempt's first
+        then = utcnow() - timedelta(seconds=seconds_ago)
+        job.progress = {**job.progress, "updated_at": then.isoformat()}
+
+
+def test_one_slow_window_barely_moves_the_rate_the_work_left_is_counted_from(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    """CI, stop 29: a standby's trainer starting beside the running one on two cores slowed one
+    report's window to a tenth of the attempt's steady rate, the scheduler counted ten times
+    the work left from it, and moved the job to on-demand and back. A window counts for the
+    share of a restart it lasted (api.jobs.measured_rate); a lasting change is believed."""
+    memory = client.app.state.settings.restart_hours * 3600.0  # type: ignore[attr-defined]
+    job_id, token, attempt_id = _running_with_token(client, auth, session_factory, "slowed")
+    url, headers = f"/v1/jobs/{job_id}/progress", {"Authorization": f"Bearer {token}"}
+    steady = 400.0
+    window = {"attempt_id": attempt_id, "step": 40, "total_steps": 10_000}
+
+    def report(rate: float, seconds_ago: float) -> tuple[float, float]:
+        _reported(session_factory, job_id, seconds_ago)
+        body = window | {"samples_per_s": rate}
+        assert client.post(url, json=body, headers=headers).status_code == 200
+        with session_factory() as session:
+            job, attempt = session.get(Job, job_id), session.get(JobAttempt, attempt_id)
+            assert job is not None and job.progress is not None and attempt is not None
+            spec = JobSpec.from_stored(job.spec)
+            left = remaining_hours(spec, progress=job.progress, resume_from_step=0)
+            assert job.progress["samples_per_s"] == attempt.samples_per_s  # one rate, end to end
+            return float(attempt.samples_per_s or 0.0), left
+
+    first, steady_left = report(steady, seconds_ago=5.0)
+    assert first == steady  # the attempt's first window is all it knows
+    rate, left = report(steady / 10, seconds_ago=memory / 8)
+    assert steady / 10 < rate and rate > steady * 0.8  # taken alone: a tenth
+    assert left < steady_left * 1.25  # not ten times the work
+    for _ in range(3):  # the slowdown lasts: three restarts' worth of windows
+        rate, left = report(steady / 10, seconds_ago=memory)
+    assert rate < steady / 10 * 1.5
+    assert left > steady_left * 6
+    # A report without a rate (a checkpoint's) keeps the attempt's: the work left stays known.
+    assert client.post(url, json=window, headers=headers).status_code == 200
+    shown = client.get(f"/v1/jobs/{job_id}", headers=auth).json()["progress"]
+    assert shown["samples_per_s"] == rate

@@ -6,6 +6,7 @@ between two) is a test of crash safety: the next pass takes the same step from t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth import Principal, authenticate
 from api.database import transaction
 from api.jobs import service as jobs
-from api.models import CapacityOutage, JobAttempt, utcnow
+from api.models import CapacityOutage, Job, JobAttempt, utcnow
 from api.money import cost_microusd
 from api.placement import Withdraw
 from api.settings import Settings
@@ -107,9 +108,16 @@ class World:
         step: int,
         checkpoint: int,
         samples_per_s: float | None = None,
+        lasted_s: float = 0.0,
     ) -> None:
+        """The running trainer's report; `lasted_s`: how long its window lasted (the server
+        believes a rate in proportion to that, api.jobs.measured_rate)."""
         request = next(r for r in self.launcher.launches if r.attempt_id == attempt_id)
         with transaction(self.factory) as session:
+            row = session.get(Job, job_id)
+            if lasted_s and row is not None and row.progress is not None:
+                then = utcnow() - timedelta(seconds=lasted_s)
+                row.progress = {**row.progress, "updated_at": then.isoformat()}
             who = authenticate(session, authorization=f"Bearer {request.job_token}", admin_token="")
             jobs.report_progress(
                 session,
@@ -122,6 +130,7 @@ class World:
                     checkpoint_step=checkpoint,
                     samples_per_s=samples_per_s,
                 ),
+                rate_memory_s=self.cp.settings.restart_hours * 3600.0,
             )
 
     def attempt(self, attempt_id: str) -> JobAttempt:
@@ -331,10 +340,17 @@ def test_a_job_that_finishes_before_the_handover_stops_its_standby(world: World)
 
 
 def slow_down(world: World, job_id: str, running_id: str) -> None:
-    """The running trainer measures a slower rate: 50 steps of 8 samples at 0.1128 samples/s
-    are 0.985 h of work in the hour left, on-demand still meets the deadline, but a restart back
-    onto it after a handover (0.01 h here, and one more step) would not."""
-    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128)
+    """The running trainer measures a slower rate, and keeps it: 50 steps of 8 samples at
+    0.1128 samples/s are 0.985 h of work in the hour left, on-demand still meets the deadline,
+    but a restart back onto it after a handover (0.01 h here, and one more step) would not."""
+    world.report(
+        job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128, lasted_s=lasts(world)
+    )
+
+
+def lasts(world: World) -> float:
+    """A window long enough for the server to take its rate as it is: twenty restarts."""
+    return 20 * world.cp.settings.restart_hours * 3600.0
 
 
 def unwanted_standby(world: World) -> tuple[str, str, str]:
@@ -395,7 +411,9 @@ def test_a_withdrawn_standby_is_not_held_again_there_before_the_backoff(world: W
     world.launcher.script(standby_id, ObservedState.CANCELLED)
     reconcile_once(world.cp)
     # The rate recovers at once: the rule would hold a standby again, but not there yet.
-    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.89)
+    world.report(
+        job_id, running_id, step=50, checkpoint=50, samples_per_s=0.89, lasted_s=lasts(world)
+    )
     offer = world.attempt(standby_id).placement.offer_key
     assert schedule_once(world.cp).standbys == 0
     world.clock.advance(world.cp.settings.no_capacity_backoff_s + 1)
