@@ -42,10 +42,10 @@ class Progress(Resource):
     samples_per_s: float | None = Field(
         None,
         ge=0,
-        description="The running attempt's rate, samples a second over all ranks: each report's "
-        "window averaged over time with the attempt's earlier ones (a window counts for the "
-        "share of a restart it lasted, so one slowed by a neighbour moves it little): the rate "
-        "the scheduler counts the work left from.",
+        description="The running attempt's rate, samples a second over all ranks: the mean of "
+        "its trainer's report windows over time, older seconds discounted over about a minute "
+        "(its first window, the warm-up, only until the next), so one window slowed by a "
+        "neighbour moves it little: the rate the scheduler counts the work left from.",
     )
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0)
@@ -98,8 +98,8 @@ class JobAttempt(Resource):
     samples_per_s: float | None = Field(
         None,
         description="The rate its trainer measured on this GPU model, samples a second over "
-        "all ranks, its reports averaged over time: what the scheduler learns each model's "
-        "speed for this trainer from.",
+        "all ranks, its report windows' mean over about the last minute: what the scheduler "
+        "learns each model's speed for this trainer from.",
     )
     standby: bool = Field(
         False,

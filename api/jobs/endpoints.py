@@ -134,7 +134,6 @@ def job_attempts(job_id: str, session: SessionDep, principal: PrincipalDep) -> R
 
 @router.post("/{job_id}/progress", response_model=r.Job)
 def report_progress(
-    request: Request,
     job_id: str,
     report: r.ProgressReport,
     session: SessionDep,
@@ -145,7 +144,7 @@ def report_progress(
         principal=principal,
         job_id=job_id,
         report=report,
-        rate_memory_s=request.app.state.settings.restart_hours * 3600.0,
+        now=utcnow(),
     )
     body = _view(session, job, principal)
     session.commit()

@@ -307,10 +307,9 @@ def report_progress(
     principal: Principal,
     job_id: str,
     report: ProgressReport,
-    rate_memory_s: float,
+    now: datetime,
 ) -> Job:
-    """A trainer reports progress with its job-scoped token; `rate_memory_s`: how long a
-    change in its rate must last to be believed (api.jobs.measured_rate)."""
+    """A trainer reports progress with its job-scoped token."""
     if principal.job_id != job_id and not principal.is_admin:
         raise NotFound(f"job {job_id} not found")
     job = get(session, principal=principal, job_id=job_id)
@@ -321,26 +320,13 @@ def report_progress(
     current = latest if latest is not None and latest.ended_at is None else None
     if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
         raise Conflict("progress from an attempt that is no longer current")
-    now = utcnow()
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
     progress["updated_at"] = now.isoformat()
     # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
     # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
     progress["gpu_model"] = latest.gpu_model if latest is not None else None
-    # Only a report that names the open attempt is that attempt's rate (the shipped trainer
-    # always names it): one from an earlier attempt would be credited to another GPU. The
-    # attempt's rate remembers its earlier windows (api.jobs.measured_rate), and is the one the
-    # scheduler counts the work left from.
-    if current is not None and report.attempt_id == current.id:
-        if report.samples_per_s:
-            current.samples_per_s = measured_rate.smoothed(
-                current.samples_per_s,
-                report.samples_per_s,
-                seconds=_since(job.progress, now),
-                memory_seconds=rate_memory_s,
-            )
-        if current.samples_per_s:  # a report without a rate keeps the attempt's
-            progress["samples_per_s"] = current.samples_per_s
+    if current is not None:
+        progress |= _attempt_rate(current, job.progress or {}, report, now)
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s
@@ -349,16 +335,37 @@ def report_progress(
     return job
 
 
-def _since(progress: dict[str, Any] | None, now: datetime) -> float:
-    """Seconds since the job's last report: the window a new one covers."""
-    last = (progress or {}).get("updated_at")
-    if not isinstance(last, str):
+def _attempt_rate(
+    current: JobAttempt, before: dict[str, Any], report: ProgressReport, now: datetime
+) -> dict[str, Any]:
+    """The open attempt's rate after this report, as the progress keeps it: its windows'
+    mean over time (api.jobs.measured_rate), the one the scheduler counts the work left from.
+    Only a report that names the attempt measures it (the shipped trainer always names it): one
+    from an earlier attempt would be credited to another GPU. Any report keeps the attempt's
+    rate once it has one; until then one that names no attempt is shown as it came."""
+    known = None
+    if current.samples_per_s:
+        known = measured_rate.Rate(current.samples_per_s, float(before.get("rate_seconds") or 0))
+    kept: dict[str, Any] = {"rate_at": before.get("rate_at")}
+    if report.attempt_id == current.id and report.samples_per_s:
+        window = _seconds_since(before.get("rate_at"), now) if known is not None else 0.0
+        known = measured_rate.after(known, report.samples_per_s, seconds=window)
+        current.samples_per_s = known.samples_per_s
+        kept["rate_at"] = now.isoformat()
+    if known is None:
+        return {}
+    return kept | {"samples_per_s": known.samples_per_s, "rate_seconds": known.seconds}
+
+
+def _seconds_since(when: object, now: datetime) -> float:
+    """Seconds from an ISO time the server wrote to now; 0 where there is none."""
+    if not isinstance(when, str):
         return 0.0
     try:
-        then = datetime.fromisoformat(last)
+        then = datetime.fromisoformat(when)
     except ValueError:
         return 0.0
-    if then.tzinfo is None and now.tzinfo is not None:
+    if then.tzinfo is None:
         then = then.replace(tzinfo=now.tzinfo)
     return max(0.0, (now - then).total_seconds())
 

@@ -143,7 +143,7 @@ class Stage:
                     checkpoint_step=checkpoint,
                     samples_per_s=samples_per_s,
                 ),
-                rate_memory_s=self.cp.settings.restart_hours * 3600.0,
+                now=utcnow(),
             )
 
     def attempt(self, attempt_id: str) -> JobAttempt:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import Principal, authenticate
 from api.database import transaction
+from api.jobs import measured_rate
 from api.jobs import service as jobs
 from api.models import CapacityOutage, Job, JobAttempt, utcnow
 from api.money import cost_microusd
@@ -108,30 +109,35 @@ class World:
         step: int,
         checkpoint: int,
         samples_per_s: float | None = None,
-        lasted_s: float = 0.0,
+        lasts: bool = False,
     ) -> None:
-        """The running trainer's report; `lasted_s`: how long its window lasted (the server
-        believes a rate in proportion to that, api.jobs.measured_rate)."""
+        """The running trainer's report. `lasts`: the trainer measures that rate for a good
+        while, report after report, so the server takes it as the attempt's (its rate is a
+        mean over time, api.jobs.measured_rate): twenty windows of its memory, each one's
+        previous report set that long ago."""
         request = next(r for r in self.launcher.launches if r.attempt_id == attempt_id)
-        with transaction(self.factory) as session:
-            row = session.get(Job, job_id)
-            if lasted_s and row is not None and row.progress is not None:
-                then = utcnow() - timedelta(seconds=lasted_s)
-                row.progress = {**row.progress, "updated_at": then.isoformat()}
-            who = authenticate(session, authorization=f"Bearer {request.job_token}", admin_token="")
-            jobs.report_progress(
-                session,
-                principal=who,
-                job_id=job_id,
-                report=ProgressReport(
-                    attempt_id=attempt_id,
-                    step=step,
-                    total_steps=100,
-                    checkpoint_step=checkpoint,
-                    samples_per_s=samples_per_s,
-                ),
-                rate_memory_s=self.cp.settings.restart_hours * 3600.0,
-            )
+        for _ in range(20 if lasts else 1):
+            with transaction(self.factory) as session:
+                row = session.get(Job, job_id)
+                if lasts and row is not None and row.progress is not None:
+                    then = utcnow() - timedelta(seconds=measured_rate.MEMORY_S)
+                    row.progress = {**row.progress, "rate_at": then.isoformat()}
+                who = authenticate(
+                    session, authorization=f"Bearer {request.job_token}", admin_token=""
+                )
+                jobs.report_progress(
+                    session,
+                    principal=who,
+                    job_id=job_id,
+                    report=ProgressReport(
+                        attempt_id=attempt_id,
+                        step=step,
+                        total_steps=100,
+                        checkpoint_step=checkpoint,
+                        samples_per_s=samples_per_s,
+                    ),
+                    now=utcnow(),
+                )
 
     def attempt(self, attempt_id: str) -> JobAttempt:
         with self.factory() as session:
@@ -343,14 +349,7 @@ def slow_down(world: World, job_id: str, running_id: str) -> None:
     """The running trainer measures a slower rate, and keeps it: 50 steps of 8 samples at
     0.1128 samples/s are 0.985 h of work in the hour left, on-demand still meets the deadline,
     but a restart back onto it after a handover (0.01 h here, and one more step) would not."""
-    world.report(
-        job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128, lasted_s=lasts(world)
-    )
-
-
-def lasts(world: World) -> float:
-    """A window long enough for the server to take its rate as it is: twenty restarts."""
-    return 20 * world.cp.settings.restart_hours * 3600.0
+    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.1128, lasts=True)
 
 
 def unwanted_standby(world: World) -> tuple[str, str, str]:
@@ -410,10 +409,8 @@ def test_a_withdrawn_standby_is_not_held_again_there_before_the_backoff(world: W
     assert schedule_once(world.cp).withdrawn == 1
     world.launcher.script(standby_id, ObservedState.CANCELLED)
     reconcile_once(world.cp)
-    # The rate recovers at once: the rule would hold a standby again, but not there yet.
-    world.report(
-        job_id, running_id, step=50, checkpoint=50, samples_per_s=0.89, lasted_s=lasts(world)
-    )
+    # The rate recovers (and lasts): the rule would hold a standby again, but not there yet.
+    world.report(job_id, running_id, step=50, checkpoint=50, samples_per_s=0.89, lasts=True)
     offer = world.attempt(standby_id).placement.offer_key
     assert schedule_once(world.cp).standbys == 0
     world.clock.advance(world.cp.settings.no_capacity_backoff_s + 1)
