@@ -21,7 +21,7 @@ from api.jobs import service as jobs
 from api.models import CapacityOutage, JobAttempt, utcnow
 from api.pricing.catalog import Catalog, default_catalog
 from api.settings import Settings
-from gpujobs.resources import JobStatus, ProgressReport
+from gpujobs.resources import JobStatus
 from gpujobs.runtime import (
     ENV_JOB_TOKEN,
     ENV_RUN_CONFIG_JSON,
@@ -30,7 +30,7 @@ from gpujobs.runtime import (
     StandbyCall,
 )
 from tests.launchers.conftest import NAMESPACE as NS
-from tests.worker.support import Clock, attempts, events, job, principal, submit
+from tests.worker.support import Clock, attempts, events, job, principal, submit, trainer_report
 from worker.control import ControlPlane
 from worker.launchers.kubernetes import KubernetesLauncher
 from worker.launchers.kubernetes.manifests import ATTEMPT_NAME_LABEL
@@ -128,23 +128,15 @@ class Stage:
         checkpoint: int,
         samples_per_s: float | None = None,
     ) -> None:
-        with transaction(self.factory) as session:
-            who = authenticate(
-                session, authorization=f"Bearer {self.token(attempt_id)}", admin_token=""
-            )
-            jobs.report_progress(
-                session,
-                principal=who,
-                job_id=job_id,
-                report=ProgressReport(
-                    attempt_id=attempt_id,
-                    step=step,
-                    total_steps=100,
-                    checkpoint_step=checkpoint,
-                    samples_per_s=samples_per_s,
-                ),
-                now=utcnow(),
-            )
+        trainer_report(
+            self.factory,
+            job_token=self.token(attempt_id),
+            job_id=job_id,
+            attempt_id=attempt_id,
+            step=step,
+            checkpoint=checkpoint,
+            samples_per_s=samples_per_s,
+        )
 
     def attempt(self, attempt_id: str) -> JobAttempt:
         with self.factory() as session:

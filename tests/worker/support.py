@@ -13,10 +13,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import Principal, authenticate
 from api.database import transaction
+from api.jobs import measured_rate
 from api.jobs import service as jobs
 from api.models import Job, JobAttempt, JobEvent
 from api.placement import Placement
 from api.settings import Settings
+from gpujobs.resources import ProgressReport
 from gpujobs.spec import CapacityType, JobSpec
 from tests.conftest import make_team
 from worker.control import ControlPlane
@@ -153,3 +155,40 @@ def events(factory: sessionmaker[Session], job_id: str) -> list[JobEvent]:
 def count(factory: sessionmaker[Session], model: type[Any]) -> int:
     with factory() as session:
         return int(session.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def trainer_report(
+    factory: sessionmaker[Session],
+    *,
+    job_token: str,
+    job_id: str,
+    attempt_id: str,
+    step: int,
+    checkpoint: int,
+    samples_per_s: float | None = None,
+    lasts: bool = False,
+) -> None:
+    """A running trainer's progress report (of 100 steps), with its job token, through the API
+    service. `lasts`: the trainer measures that rate for a good while, report after report, so
+    the server takes it as the attempt's (its rate is a mean over time, api.jobs.measured_rate):
+    twenty windows of its memory, each one's previous report set that long ago."""
+    for _ in range(20 if lasts else 1):
+        with transaction(factory) as session:
+            row = session.get(Job, job_id)
+            if lasts and row is not None and row.progress is not None:
+                then = datetime.now(UTC) - timedelta(seconds=measured_rate.MEMORY_S)
+                row.progress = {**row.progress, "rate_at": then.isoformat()}
+            who = authenticate(session, authorization=f"Bearer {job_token}", admin_token="")
+            jobs.report_progress(
+                session,
+                principal=who,
+                job_id=job_id,
+                report=ProgressReport(
+                    attempt_id=attempt_id,
+                    step=step,
+                    total_steps=100,
+                    checkpoint_step=checkpoint,
+                    samples_per_s=samples_per_s,
+                ),
+                now=datetime.now(UTC),
+            )

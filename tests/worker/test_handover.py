@@ -6,20 +6,18 @@ between two) is a test of crash safety: the next pass takes the same step from t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import Principal, authenticate
 from api.database import transaction
-from api.jobs import measured_rate
 from api.jobs import service as jobs
-from api.models import CapacityOutage, Job, JobAttempt, utcnow
+from api.models import CapacityOutage, JobAttempt, utcnow
 from api.money import cost_microusd
 from api.placement import Withdraw
 from api.settings import Settings
-from gpujobs.resources import JobStatus, ProgressReport
+from gpujobs.resources import JobStatus
 from gpujobs.runtime import EXIT_PREEMPTED, StandbyAnswer, StandbyCall
 from tests.worker.support import (
     Clock,
@@ -32,6 +30,7 @@ from tests.worker.support import (
     job,
     principal,
     submit,
+    trainer_report,
 )
 from worker.control import ControlPlane
 from worker.launchers.base import Capability, ObservedState
@@ -111,33 +110,17 @@ class World:
         samples_per_s: float | None = None,
         lasts: bool = False,
     ) -> None:
-        """The running trainer's report. `lasts`: the trainer measures that rate for a good
-        while, report after report, so the server takes it as the attempt's (its rate is a
-        mean over time, api.jobs.measured_rate): twenty windows of its memory, each one's
-        previous report set that long ago."""
         request = next(r for r in self.launcher.launches if r.attempt_id == attempt_id)
-        for _ in range(20 if lasts else 1):
-            with transaction(self.factory) as session:
-                row = session.get(Job, job_id)
-                if lasts and row is not None and row.progress is not None:
-                    then = utcnow() - timedelta(seconds=measured_rate.MEMORY_S)
-                    row.progress = {**row.progress, "rate_at": then.isoformat()}
-                who = authenticate(
-                    session, authorization=f"Bearer {request.job_token}", admin_token=""
-                )
-                jobs.report_progress(
-                    session,
-                    principal=who,
-                    job_id=job_id,
-                    report=ProgressReport(
-                        attempt_id=attempt_id,
-                        step=step,
-                        total_steps=100,
-                        checkpoint_step=checkpoint,
-                        samples_per_s=samples_per_s,
-                    ),
-                    now=utcnow(),
-                )
+        trainer_report(
+            self.factory,
+            job_token=request.job_token,
+            job_id=job_id,
+            attempt_id=attempt_id,
+            step=step,
+            checkpoint=checkpoint,
+            samples_per_s=samples_per_s,
+            lasts=lasts,
+        )
 
     def attempt(self, attempt_id: str) -> JobAttempt:
         with self.factory() as session:
