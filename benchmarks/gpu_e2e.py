@@ -69,6 +69,12 @@ class Sizes:
     resume_model: dict[str, int]
     resume_steps: int
     resume_cases: tuple[tuple[str, bool], ...]  # (amp, deterministic)
+    # OMP_NUM_THREADS of the resume part's trainers; None: the machine's. On a CPU torch splits
+    # a reduction across its intra-op threads differently from run to run: two uninterrupted
+    # fp16 runs of the dry size on two cores ended with different weights 3 times in 10 (fp32
+    # once in 6), never in 12 with one thread, as the trainer's own tests run it
+    # (tests/trainer/trainer_runs.py). A GPU's kernels do not use them.
+    resume_threads: int | None
     # None: sized from this machine's measured trainer rate, so the spot job outlasts every
     # window of spot in `spot_trace` and meets a notice whatever the machine's speed
     service_steps: int | None
@@ -85,6 +91,7 @@ GPU = Sizes(
     resume_model={"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256},
     resume_steps=300,
     resume_cases=(("bf16", True), ("bf16", False), ("fp16", True), ("fp16", False)),
+    resume_threads=None,
     service_steps=3000,
     spot_trace=(1, 1, 1, 1, 1, 0) * 30 + (1,) * 360,  # a notice a minute for half an hour
     compile=True,
@@ -98,6 +105,7 @@ DRY = Sizes(
     resume_model={"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
     resume_steps=30,
     resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
+    resume_threads=1,
     # A fixed step count met no notice on a fast machine (CI, once), or met them all before a
     # slow start: notices every 40 s for 40 minutes, and a job with half a window more work
     # than the longest window of spot (benchmarks/gpu_service.py), so it must be preempted.

@@ -36,9 +36,12 @@ def _run_config(directory: Path, sizes: Sizes, *, amp: str, deterministic: bool)
     return path
 
 
-def _trainer_process(config: Path, *, stop_at: int | None = None) -> int:
-    """`python -m trainer`; with `stop_at`, SIGTERM (a spot notice) once it reports that step."""
+def _trainer_process(config: Path, *, threads: int | None, stop_at: int | None = None) -> int:
+    """`python -m trainer`; with `stop_at`, SIGTERM (a spot notice) once it reports that step;
+    `threads`: its OMP_NUM_THREADS (Sizes.resume_threads), None: the machine's."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     process = subprocess.Popen(
         [sys.executable, "-m", "trainer", "--config", str(config)], cwd=ROOT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -76,10 +79,11 @@ def part_resume(sizes: Sizes, *, work: Path) -> dict[str, Any]:
         label = f"{amp}-{'det' if deterministic else 'nondet'}"
         whole = _run_config(work / label / "whole", sizes, amp=amp, deterministic=deterministic)
         cut = _run_config(work / label / "cut", sizes, amp=amp, deterministic=deterministic)
+        threads = sizes.resume_threads
         codes = [
-            _trainer_process(whole),
-            _trainer_process(cut, stop_at=sizes.resume_steps // 2),
-            _trainer_process(cut),
+            _trainer_process(whole, threads=threads),
+            _trainer_process(cut, threads=threads, stop_at=sizes.resume_steps // 2),
+            _trainer_process(cut, threads=threads),
         ]
         a, b = _final(whole.parent), _final(cut.parent)
         case: dict[str, Any] = {"amp": amp, "deterministic": deterministic, "exits": codes}

@@ -33,7 +33,8 @@ def test_the_dry_run_takes_every_step_and_what_it_checks_holds(tmp_path: Path) -
         (amp, ckpt) for amp in ("off", "bf16", "fp16") for ckpt in (False, True)
     }
     assert set(result["curves"]["final_loss"]) == {"off", "bf16", "fp16"}
-    # On a CPU every resume is bitwise exact, deterministic or not, bf16 or fp16 with its scaler.
+    # On a CPU every resume is bitwise exact, deterministic or not, bf16 or fp16 with its scaler,
+    # its trainers on one thread (benchmarks.gpu_e2e.Sizes.resume_threads).
     assert all(case["bitwise_equal"] for case in result["resume"]["cases"])
     assert {case["amp"] for case in result["resume"]["cases"]} == {"bf16", "fp16"}
     service = result["service"]
