@@ -219,7 +219,9 @@ class TrainerSpec(StrictModel):
         description="Deterministic kernels (torch.use_deterministic_algorithms, "
         "CUBLAS_WORKSPACE_CONFIG, no nondeterministic attention): a run resumed after a "
         "preemption ends bitwise equal to an uninterrupted one on the same GPU model, at some "
-        "cost in speed. On a CPU runs are bitwise exact either way.",
+        "cost in speed. On a CPU runs are bitwise exact either way with one intra-op thread a "
+        "process (OMP_NUM_THREADS=1); with more, torch can split a reduction differently from "
+        "run to run.",
     )
     learning_rate: float = Field(3e-4, gt=0, le=10)
     max_grad_norm: float | None = Field(1.0, gt=0)
