@@ -157,6 +157,7 @@ def _run_task(task: tuple[str, tuple[str, ...], str, float, int]) -> dict[str, o
         out[name] = acc
     return {
         "set": set_name if len(paths) == 1 else f"{set_name} {names[0].split('_')[0][:-1]}",
+        "unit": "+".join(names),
         "setting": setting_name,
         "fraction": fraction,
         "results": out,
@@ -257,7 +258,65 @@ def summarize(rows: list[dict[str, object]]) -> dict[str, object]:
     summary = {name: _summary(cells) for name, cells in table.items()}
     everything = {f"{s} | {t}": v for s, sets in table.items() for t, v in sets.items()}
     summary["all"] = _summary(everything)
+    overall = summary["all"]
+    assert isinstance(overall, dict)
+    overall["interval"] = {
+        "what": INTERVAL_NOTE,
+        "ours_vs_uniform_progress": resampled_interval(rows, "ours"),
+        "ours_standby_vs_uniform_progress": resampled_interval(rows, "ours_standby"),
+    }
     return {"summary": summary, "cells": table}
+
+
+INTERVAL_NOTE = (
+    "95% interval of the policy's mean cost over Uniform Progress's, minus 1 (cells weigh alike), "
+    "with each trace set's traces drawn with replacement (2000 draws; a trace keeps its jobs in "
+    "every setting and job fraction, since they share its pool's weather); null where a set has "
+    "one trace or one zone group"
+)
+
+
+def resampled_interval(
+    rows: Sequence[dict[str, object]],
+    policy: str,
+    against: str = "uniform_progress",
+    *,
+    draws: int = 2000,
+    seed: int = SEED,
+) -> list[float] | None:
+    """How much the summary's `policy` against `against` owes to which traces were recorded:
+    the 2.5th and 97.5th percentiles of the ratio over draws of each set's traces with
+    replacement. A trace is the sample, not a job: its starts, settings and job fractions all
+    ride the same pool."""
+    cells: dict[tuple[str, str, float], dict[str, tuple[float, float, int]]] = {}
+    units: dict[str, list[str]] = {}
+    for row in rows:
+        results = row["results"]
+        assert isinstance(results, dict)
+        mine, theirs = results[policy]["cost"], results[against]["cost"]
+        set_name, unit = str(row["set"]), str(row["unit"])
+        key = (set_name, str(row["setting"]), float(row["fraction"]))  # type: ignore[arg-type]
+        cells.setdefault(key, {})[unit] = (float(sum(mine)), float(sum(theirs)), len(mine))
+        if unit not in units.setdefault(set_name, []):
+            units[set_name].append(unit)
+    if not cells or any(len(u) < 2 for u in units.values()):
+        return None
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(draws):
+        drawn = {name: rng.choice(len(u), size=len(u)) for name, u in units.items()}
+        ours = theirs = 0.0
+        for (set_name, _, _), by_unit in cells.items():
+            picked = [by_unit[units[set_name][i]] for i in drawn[set_name]]
+            picked = [p for p in picked if p[2]]
+            n = sum(p[2] for p in picked)
+            if n == 0:
+                continue
+            ours += sum(p[0] for p in picked) / n
+            theirs += sum(p[1] for p in picked) / n
+        ratios.append(ours / theirs - 1.0)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return [round(float(low), 5), round(float(high), 5)]
 
 
 def _summary(sets: dict[str, dict[str, dict[str, dict[str, float]]]]) -> dict[str, object]:
