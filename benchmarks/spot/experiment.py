@@ -308,7 +308,6 @@ def resampled_interval(
         ours = theirs = 0.0
         for (set_name, _, _), by_unit in cells.items():
             picked = [by_unit[units[set_name][i]] for i in drawn[set_name]]
-            picked = [p for p in picked if p[2]]
             n = sum(p[2] for p in picked)
             if n == 0:
                 continue
