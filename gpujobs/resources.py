@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field
 
 from gpujobs.money import MICRO
 from gpujobs.spec import CapacityType, JobSpec
@@ -69,6 +69,13 @@ class ProgressReport(BaseModel):
     # (api.jobs.measured_rate) and the scheduler reads the work left from that
     # (api.placement.snapshot.samples_per_step).
     samples_per_s: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False)
+    measured_at: AwareDatetime | None = Field(
+        None,
+        description="When the trainer's clock closed the window `samples_per_s` was measured "
+        "over. A report that carries the same window again (the one sent as a checkpoint "
+        "completes, a post retried after its answer was lost) carries the same time, and the "
+        "attempt's rate counts each window once.",
+    )
     data_wait_fraction: float | None = Field(None, ge=0, le=1)
     checkpoint_stall_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     checkpoint_step: int | None = Field(None, ge=0, le=10**12)

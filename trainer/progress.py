@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
@@ -43,7 +44,10 @@ class ProgressLog:
         self._write({"event": name, "time": round(time.time(), 3), **fields})
 
     def metrics(self, report: ProgressReport) -> None:
-        self._write({"time": round(time.time(), 3), **report.model_dump(exclude_none=True)})
+        # A line's own `time` says when, for reading; `measured_at` is the server's, to count a
+        # window once.
+        figures = report.model_dump(exclude_none=True, exclude={"measured_at"})
+        self._write({"time": round(time.time(), 3), **figures})
 
 
 class MetricsWindow:
@@ -68,6 +72,7 @@ class MetricsWindow:
             "total_steps": total_steps,
             "loss": loss if loss is not None and math.isfinite(loss) else None,
             "samples_per_s": self.steps * self.samples_per_step / elapsed,
+            "measured_at": datetime.now(UTC),
             "data_wait_fraction": wait,
         }
 
@@ -75,7 +80,8 @@ class MetricsWindow:
 class Publisher:
     """The loop's figures: every `every_s`, at the last step and at a stop, on stdout and to the
     API; and again, unchanged but for the step, once a checkpoint completes (the scheduler counts
-    lost work and the resume point from it). Only rank 0 publishes."""
+    lost work and the resume point from it): the same window, at the same `measured_at`, which
+    the server's rate counts once. Only rank 0 publishes."""
 
     def __init__(
         self,

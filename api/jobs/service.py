@@ -9,7 +9,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -342,31 +342,60 @@ def _attempt_rate(
     mean over time (api.jobs.measured_rate), the one the scheduler counts the work left from.
     Only a report that names the attempt measures it (the shipped trainer always names it): one
     from an earlier attempt would be credited to another GPU. Any report keeps the attempt's
-    rate once it has one; until then one that names no attempt is shown as it came."""
+    rate once it has one; until then one that names no attempt is shown as it came. A window
+    counts once: a report measured no later than the last one counted (a checkpoint's report
+    of the same window, a post retried after its answer was lost) leaves the rate as it is."""
     known = None
     if current.samples_per_s:
         known = measured_rate.Rate(current.samples_per_s, float(before.get("rate_seconds") or 0))
-    kept: dict[str, Any] = {"rate_at": before.get("rate_at")}
-    if report.attempt_id == current.id and report.samples_per_s:
+    kept: dict[str, Any] = {
+        "rate_at": before.get("rate_at"),
+        "rate_measured_at": before.get("rate_measured_at"),
+    }
+    if (
+        report.attempt_id == current.id
+        and report.samples_per_s
+        and not _counted(known, kept, report)
+    ):
         window = _seconds_since(before.get("rate_at"), now) if known is not None else 0.0
         known = measured_rate.after(known, report.samples_per_s, seconds=window)
         current.samples_per_s = known.samples_per_s
         kept["rate_at"] = now.isoformat()
+        kept["rate_measured_at"] = report.measured_at and report.measured_at.isoformat()
     if known is None:
         return {}
     return kept | {"samples_per_s": known.samples_per_s, "rate_seconds": known.seconds}
 
 
-def _seconds_since(when: object, now: datetime) -> float:
-    """Seconds from an ISO time the server wrote to now; 0 where there is none."""
+def _counted(
+    known: measured_rate.Rate | None, kept: dict[str, Any], report: ProgressReport
+) -> bool:
+    """Whether the report's window is one the attempt's rate already holds. Only while the
+    attempt has a rate: the progress's last window before that was another attempt's."""
+    if known is None or report.measured_at is None:
+        return False
+    last = _parsed(kept["rate_measured_at"])
+    return last is not None and report.measured_at <= last
+
+
+def _parsed(when: object) -> datetime | None:
+    """An ISO time the server wrote (naive ones read as UTC); None where there is none."""
     if not isinstance(when, str):
-        return 0.0
+        return None
     try:
         then = datetime.fromisoformat(when)
     except ValueError:
+        return None
+    return then if then.tzinfo is not None else then.replace(tzinfo=UTC)
+
+
+def _seconds_since(when: object, now: datetime) -> float:
+    """Seconds from an ISO time the server wrote to now; 0 where there is none."""
+    then = _parsed(when)
+    if then is None:
         return 0.0
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=now.tzinfo)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
     return max(0.0, (now - then).total_seconds())
 
 

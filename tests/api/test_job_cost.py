@@ -222,3 +222,62 @@ def test_one_slow_window_barely_moves_the_rate_the_work_left_is_counted_from(
     assert client.post(url, json=window, headers=headers).status_code == 200
     shown = client.get(f"/v1/jobs/{job_id}", headers=auth).json()["progress"]
     assert shown["samples_per_s"] == rate
+
+
+def test_a_window_sent_again_counts_once_in_the_rate(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    """The trainer sends its last window again as a checkpoint completes, and its reporter posts
+    a report again when the answer to it was lost: the same window, at the same `measured_at`.
+    Counted twice, it would weigh over the seconds since as if measured over them."""
+    job_id, token, attempt_id = _running_with_token(client, auth, session_factory, "resent")
+    url, headers = f"/v1/jobs/{job_id}/progress", {"Authorization": f"Bearer {token}"}
+    start = utcnow()
+
+    def report(rate: float, at: float, **more: Any) -> float:
+        _reported(session_factory, job_id, 5.0)
+        measured = (start + timedelta(seconds=at)).isoformat()
+        body = {"attempt_id": attempt_id, "step": 40, "samples_per_s": rate} | more
+        response = client.post(url, json=body | {"measured_at": measured}, headers=headers)
+        assert response.status_code == 200
+        with session_factory() as session:
+            attempt = session.get(JobAttempt, attempt_id)
+            assert attempt is not None and attempt.samples_per_s is not None
+            return attempt.samples_per_s
+
+    report(100.0, 0)  # the warm-up
+    assert report(400.0, 5) == pytest.approx(400.0)
+    slowed = report(40.0, 10)
+    assert slowed < 400.0
+    assert report(40.0, 10, checkpoint_step=40) == slowed  # the checkpoint's copy
+    assert report(40.0, 10) == slowed  # the retried post
+    assert report(40.0, 9) == slowed  # one overtaken by a later window
+    with session_factory() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.resume_from_step == 40  # the copy's checkpoint counts
+    assert report(400.0, 15) > slowed  # the next window counts
+    # Another attempt's windows start afresh, whatever its trainer's clock says.
+    with transaction(session_factory) as session:
+        attempt = session.get(JobAttempt, attempt_id)
+        assert attempt is not None
+        attempt.ended_at = utcnow()
+    _place(session_factory, job_id, 2, zone="use1-az4", capacity_type="on_demand",
+           price_per_hour=1.006, started_at=utcnow())  # fmt: skip
+    with session_factory() as session:
+        [second] = session.query(JobAttempt).filter_by(job_id=job_id, number=2).all()
+    attempt_id = second.id
+    assert report(250.0, 0) == 250.0  # measured before the first attempt's last window
+
+
+def test_a_window_time_without_its_zone_is_refused_by_name(
+    client: TestClient, auth: dict[str, str], session_factory: sessionmaker[Session]
+) -> None:
+    """A time without a zone would be compared with the server's by guesswork."""
+    job_id, token, attempt_id = _running_with_token(client, auth, session_factory, "naive")
+    body = {"attempt_id": attempt_id, "step": 1, "samples_per_s": 5.0,
+            "measured_at": "2026-12-05T10:00:00"}  # fmt: skip
+    response = client.post(
+        f"/v1/jobs/{job_id}/progress", json=body, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 422
+    assert "measured_at" in response.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from gpujobs.resources import ProgressReport
 from gpujobs.runtime import ENV_JOB_TOKEN
 from tests.trainer.trainer_runs import TrainerProcess, free_port, run_config, run_in_process
+from trainer.progress import ProgressLog, Publisher
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -72,3 +74,27 @@ def test_the_log_is_not_the_trainers_own_reporting(tmp_path: Path, api: tuple[st
     assert run.wait() == 0
     assert received, "reports were posted"
     assert "HTTP Request" not in run.stderr() and "httpx" not in run.stderr()
+
+
+def test_a_checkpoints_report_carries_its_window_at_the_same_time() -> None:
+    """The server's rate counts each window once, by when it was measured: the report sent as a
+    checkpoint completes is the last window again, so it keeps that window's time; the next
+    window is measured later."""
+    publisher = Publisher(
+        progress=ProgressLog(enabled=True, stream=io.StringIO()), reporter=None, samples_per_step=8,
+        every_s=0.0, attempt_id="a-1", enabled=True,
+    )  # fmt: skip
+    figures = {"total_steps": 10, "loss": 1.0, "data_wait_s": 0.0}
+    publisher.stepped()
+    publisher.publish(step=1, checkpoint_step=None, **figures)
+    first = publisher.last
+    publisher.publish_checkpoint(1)
+    again = publisher.last
+    publisher.stepped()
+    publisher.publish(step=2, checkpoint_step=1, **figures)
+    second = publisher.last
+    assert first is not None and again is not None and second is not None
+    assert first.measured_at is not None and first.measured_at.tzinfo is not None
+    assert again.checkpoint_step == 1 and again.measured_at == first.measured_at
+    assert again.samples_per_s == first.samples_per_s
+    assert second.measured_at is not None and second.measured_at > first.measured_at
