@@ -343,8 +343,8 @@ def _attempt_rate(
     Only a report that names the attempt measures it (the shipped trainer always names it): one
     from an earlier attempt would be credited to another GPU. Any report keeps the attempt's
     rate once it has one; until then one that names no attempt is shown as it came. A window
-    counts once: a report measured no later than the last one counted (a checkpoint's report
-    of the same window, a post retried after its answer was lost) leaves the rate as it is."""
+    counts once: a report of the window counted last, by its `measured_at` (a checkpoint's
+    report of it, a post retried after its answer was lost), leaves the rate as it is."""
     known = None
     if current.samples_per_s:
         known = measured_rate.Rate(current.samples_per_s, float(before.get("rate_seconds") or 0))
@@ -361,7 +361,8 @@ def _attempt_rate(
         known = measured_rate.after(known, report.samples_per_s, seconds=window)
         current.samples_per_s = known.samples_per_s
         kept["rate_at"] = now.isoformat()
-        kept["rate_measured_at"] = report.measured_at and report.measured_at.isoformat()
+        if report.measured_at is not None:
+            kept["rate_measured_at"] = report.measured_at.isoformat()
     if known is None:
         return {}
     return kept | {"samples_per_s": known.samples_per_s, "rate_seconds": known.seconds}
@@ -370,12 +371,13 @@ def _attempt_rate(
 def _counted(
     known: measured_rate.Rate | None, kept: dict[str, Any], report: ProgressReport
 ) -> bool:
-    """Whether the report's window is one the attempt's rate already holds. Only while the
-    attempt has a rate: the progress's last window before that was another attempt's."""
+    """Whether the report's window is the one the attempt's rate took last. Only while the
+    attempt has a rate: the progress's last window before that was another attempt's. The
+    same time, not an earlier one: the reporter posts its windows in order, and a trainer
+    relaunched within the attempt may read a clock behind the one before it."""
     if known is None or report.measured_at is None:
         return False
-    last = _parsed(kept["rate_measured_at"])
-    return last is not None and report.measured_at <= last
+    return report.measured_at == _parsed(kept["rate_measured_at"])
 
 
 def _parsed(when: object) -> datetime | None:

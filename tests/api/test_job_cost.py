@@ -251,7 +251,17 @@ def test_a_window_sent_again_counts_once_in_the_rate(
     assert slowed < 400.0
     assert report(40.0, 10, checkpoint_step=40) == slowed  # the checkpoint's copy
     assert report(40.0, 10) == slowed  # the retried post
-    assert report(40.0, 9) == slowed  # one overtaken by a later window
+    # A report that says nothing of its window (a trainer of the team's own) is counted, and
+    # leaves the last window's time as it was: its copy still counts once.
+    _reported(session_factory, job_id, 5.0)
+    undated = client.post(url, json={"attempt_id": attempt_id, "step": 41, "samples_per_s": 400.0},
+                          headers=headers)  # fmt: skip
+    assert undated.status_code == 200
+    with session_factory() as session:
+        counted = session.get(JobAttempt, attempt_id).samples_per_s  # type: ignore[union-attr]
+    assert counted is not None and counted > slowed
+    assert report(40.0, 10) == counted
+    slowed = counted
     with session_factory() as session:
         job = session.get(Job, job_id)
         assert job is not None and job.resume_from_step == 40  # the copy's checkpoint counts
@@ -267,6 +277,8 @@ def test_a_window_sent_again_counts_once_in_the_rate(
         [second] = session.query(JobAttempt).filter_by(job_id=job_id, number=2).all()
     attempt_id = second.id
     assert report(250.0, 0) == 250.0  # measured before the first attempt's last window
+    # Its trainer relaunched on a clock behind the last one: its windows still count.
+    assert report(100.0, -60) < 250.0
 
 
 def test_a_window_time_without_its_zone_is_refused_by_name(

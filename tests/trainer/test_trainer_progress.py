@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -76,12 +77,15 @@ def test_the_log_is_not_the_trainers_own_reporting(tmp_path: Path, api: tuple[st
     assert "HTTP Request" not in run.stderr() and "httpx" not in run.stderr()
 
 
-def test_a_checkpoints_report_carries_its_window_at_the_same_time() -> None:
+def test_a_checkpoints_report_carries_its_window_at_the_same_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The server's rate counts each window once, by when it was measured: the report sent as a
     checkpoint completes is the last window again, so it keeps that window's time; the next
-    window is measured later."""
+    window is measured later, even where the wall clock was stepped back (NTP) between them."""
+    lines = io.StringIO()
     publisher = Publisher(
-        progress=ProgressLog(enabled=True, stream=io.StringIO()), reporter=None, samples_per_step=8,
+        progress=ProgressLog(enabled=True, stream=lines), reporter=None, samples_per_step=8,
         every_s=0.0, attempt_id="a-1", enabled=True,
     )  # fmt: skip
     figures = {"total_steps": 10, "loss": 1.0, "data_wait_s": 0.0}
@@ -90,11 +94,17 @@ def test_a_checkpoints_report_carries_its_window_at_the_same_time() -> None:
     first = publisher.last
     publisher.publish_checkpoint(1)
     again = publisher.last
+    wall = time.time()
+    monkeypatch.setattr(time, "time", lambda: wall - 3600.0)
+    time.sleep(0.01)  # a window lasts seconds
     publisher.stepped()
     publisher.publish(step=2, checkpoint_step=1, **figures)
     second = publisher.last
     assert first is not None and again is not None and second is not None
     assert first.measured_at is not None and first.measured_at.tzinfo is not None
     assert again.checkpoint_step == 1 and again.measured_at == first.measured_at
-    assert again.samples_per_s == first.samples_per_s
     assert second.measured_at is not None and second.measured_at > first.measured_at
+    # The lines on stdout keep their own time for reading, not the server's field.
+    records = [json.loads(line) for line in lines.getvalue().splitlines()]
+    assert [r["step"] for r in records] == [1, 1, 2]
+    assert all("measured_at" not in r and "time" in r for r in records)
