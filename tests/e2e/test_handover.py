@@ -25,6 +25,7 @@ import torch
 from api.pricing.cost_model import LOCAL_RESTART_HOURS
 from devstack.stack import ROOT, Stack, wait_for
 from devstack.workloads import TINY_GPT, trainer_steps_per_second
+from tests.trainer.trainer_runs import free_port
 from trainer.checkpoint.reader import load_latest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
@@ -47,7 +48,12 @@ def trainer_spec(steps: int) -> dict[str, Any]:
 
 
 def submit(
-    stack: Stack, tmp_path: Path, *, work_s: float, every_steps: int | None = None
+    stack: Stack,
+    tmp_path: Path,
+    *,
+    work_s: float,
+    every_steps: int | None = None,
+    gpus: int = 1,
 ) -> tuple[str, dict[str, Any]]:
     """A job of about `work_s` seconds of training on this machine, spot or on-demand, estimated
     at ten times that with a deadline that leaves no room to wait: placed on on-demand while
@@ -63,6 +69,7 @@ def submit(
         "name": "handover",
         "trainer": trainer,
         "capacity": {"types": ["spot", "on_demand"]},
+        "resources": {"gpus_per_node": gpus},
         "estimated_hours": estimated,
         # the local launcher's restart (36 s) and 2 s: on-demand at once
         "deadline_hours": estimated + LOCAL_RESTART_HOURS + 2 / 3600,
@@ -80,13 +87,19 @@ def note_seen(stack: Stack, job_id: str, start: str) -> Callable[[], bool]:
 
 
 def assert_same_weights(stack: Stack, job_id: str, trainer: dict[str, Any], tmp_path: Path,
-                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """The job's final checkpoint against the same trainer run uninterrupted, in one process."""
+                        monkeypatch: pytest.MonkeyPatch, *, ranks: int = 1) -> None:  # fmt: skip
+    """The job's final checkpoint against the same trainer run uninterrupted, as one process or
+    as a gang of `ranks` (torchrun, as the local launcher starts one)."""
     reference = tmp_path / "reference"
     config = {"job_id": "reference", "trainer": trainer, "checkpoint_uri": str(reference)}
     (tmp_path / "reference.json").write_text(json.dumps(config))
+    gang = [
+        "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={ranks}",
+        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+    ]  # fmt: skip
     run = subprocess.run(
-        [sys.executable, "-m", "trainer", "--config", str(tmp_path / "reference.json")],
+        [sys.executable, *(gang if ranks > 1 else []), "-m", "trainer",
+         "--config", str(tmp_path / "reference.json")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-4000:]
@@ -142,6 +155,29 @@ def test_a_job_moves_from_on_demand_to_spot_with_no_lost_step(  # type: ignore[n
     statuses = [e["to_status"] for e in stack.events(job_id) if e["from_status"] != e["to_status"]]
     assert statuses == ["PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED"]  # it never stopped
     assert_same_weights(stack, job_id, trainer, tmp_path, monkeypatch)
+
+
+def test_a_gang_is_handed_over_as_a_whole(  # type: ignore[no-untyped-def]
+    make_stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of two GPUs (the local launcher runs one machine: a torchrun of two ranks; on
+    Kubernetes a gang of pods, tests/launchers/test_k8s_standby.py): the standby's ranks wait as
+    one, its rank 0 asking for them, and take over from the step the on-demand ranks stopped
+    at; the final weights are an uninterrupted two-rank run's."""
+    stack: Stack = make_stack(trace=TRACE, tick_seconds=TICK_S)
+    job_id, trainer = submit(stack, tmp_path, work_s=50, gpus=2)
+    job = stack.wait_status(job_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=400)
+    assert job["status"] == "SUCCEEDED", stack.diagnostics(job_id)
+    attempts = stack.attempts(job_id)
+    assert [(a["capacity_type"], a["end_reason"], a["gpu_count"]) for a in attempts] == [
+        ("on_demand", "handed_over", 2),
+        ("spot", "succeeded", 2),
+    ], stack.diagnostics(job_id)
+    old, new = attempts
+    assert old["steps_lost"] == 0 and new["resume_from_step"], stack.diagnostics(job_id)
+    assert job["preemptions"] == 0 and job["restarts"] == 0
+    assert any(n.startswith("handed over at step ") for n in notes(stack, job_id))
+    assert_same_weights(stack, job_id, trainer, tmp_path, monkeypatch, ranks=2)
 
 
 @pytest.mark.timeout(720)  # two runs of 90 s of training, and the stack: 5 min here
