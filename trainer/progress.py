@@ -55,9 +55,6 @@ class MetricsWindow:
 
     def __init__(self, samples_per_step: int) -> None:
         self.samples_per_step = samples_per_step
-        # Windows are timed on the monotonic clock from the wall clock's reading now: a step of
-        # the wall clock (NTP) must not date a window before one already counted.
-        self._epoch = time.time() - time.monotonic()
         self.reset(0.0)
 
     def reset(self, data_wait_s: float) -> None:
@@ -75,7 +72,7 @@ class MetricsWindow:
             "total_steps": total_steps,
             "loss": loss if loss is not None and math.isfinite(loss) else None,
             "samples_per_s": self.steps * self.samples_per_step / elapsed,
-            "measured_at": datetime.fromtimestamp(self._epoch + time.monotonic(), UTC),
+            "measured_at": datetime.now(UTC),
             "data_wait_fraction": wait,
         }
 
