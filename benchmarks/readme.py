@@ -142,6 +142,7 @@ def spot_online_bound(r: dict[str, Any]) -> Row:
         )
 
     own = vs_up["bayes_full_observation_per_trace"]
+    starts = r["starts_per_trace"]
     cost = r["mean_cost_normalized"]
     handover = "bayes_full_observation_handover"
     ceiling = (
@@ -154,10 +155,10 @@ def spot_online_bound(r: dict[str, Any]) -> Row:
     )
     return (
         "spot policy, online reference",
-        "`python -m benchmarks.spot.online_bound --data ../shared/data --starts 3`",
+        f"`python -m benchmarks.spot.online_bound --data ../shared/data --starts {starts}`",
         f"the Bayes-optimal policy for a model of availability fitted on the traces themselves "
         f"(semi-Markov: how long a run has lasted), on the spot policy's {r['cells']} "
-        f"single-zone cells: seeing availability at every tick, "
+        f"single-zone cells ({starts} start ticks per trace): seeing availability at every tick, "
         f"{figures('bayes_full_observation')}; with the model fitted on each trace alone, "
         f"{_pct(-own)} cheaper than Uniform Progress; seeing availability only through launch "
         f"attempts, as production does (QMDP, a heuristic), "
@@ -183,7 +184,8 @@ def spot_half_life(r: dict[str, Any]) -> Row:
     return (
         "spot policy, evidence by age",
         "`python -m benchmarks.spot.half_life --data ../shared/data`",
-        f"ours + standby on the spot policy's {r['all']['cells']} single-zone cells with each "
+        f"ours + standby on the spot policy's {r['all']['cells']} single-zone cells "
+        f"({r['setting']['starts_per_trace']} start ticks per trace) with each "
         f"sight of a pool weighing 2^(-age / half-life), cheaper than Uniform Progress by: "
         f"{figures(r['all'])} (alike: the week unweighed; bold: shipped); per trace set, "
         f"{per_set}; {misses} deadlines missed",
@@ -383,12 +385,65 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def spot_goals() -> str:
+    """Issue #25's goals, each against its figure in the results: met or not, never by hand."""
+    if not (RESULTS / "spot_policy.json").exists():
+        return ""
+    policy = _load("spot_policy")
+    single = policy["single_zone"]["summary"]["all"]
+    s, m = single["ours_standby"], policy["multi_zone"]["summary"]["all"]["ours_standby"]
+    spread = (single.get("interval") or {}).get("ours_standby_vs_uniform_progress")
+    drawn = (
+        f", {_pct(-spread[1])} to {_pct(-spread[0])} with the traces drawn again" if spread else ""
+    )
+
+    def goal(text: str, met: bool) -> str:
+        return f"{text}: {'met' if met else 'NOT met'}"
+
+    goals = [
+        goal(
+            f"single-zone, at least 8% cheaper than Uniform Progress on average "
+            f"({_pct(-s['vs_uniform_progress'])}{drawn})",
+            -s["vs_uniform_progress"] >= 0.08,
+        ),
+        goal(
+            f"cheaper than greedy ({_pct(-s['vs_greedy'])})",
+            s["vs_greedy"] < 0,
+        ),
+        goal("never costlier than Uniform Progress in a cell", s["never_above_uniform_progress"]),
+        goal(
+            f"within 8% of the omniscient optimum ({_pct(s['gap_to_omniscient'])})",
+            s["gap_to_omniscient"] <= 0.08,
+        ),
+        goal(
+            f"0 deadlines missed ({s['deadline_misses'] + m['deadline_misses']})",
+            s["deadline_misses"] + m["deadline_misses"] == 0,
+        ),
+        goal(
+            f"multi-zone, within 12% of its optimum ({_pct(m['gap_to_omniscient'])})",
+            m["gap_to_omniscient"] <= 0.12,
+        ),
+    ]
+    if (RESULTS / "quote_calibration.json").exists():
+        error = _load("quote_calibration")["median_abs_error_typical"]
+        goals.append(
+            goal(f"quote calibration, median error at most 0.10 ({error:.2f})", error <= 0.10)
+        )
+    starts = policy["setting"]["start_ticks_per_trace"]
+    return (
+        f"\nThe spot policy's goals (issue #25), ours + standby in the spot policy row "
+        f"({starts} start ticks per trace): " + "; ".join(goals) + "."
+    )
+
+
 def render(readme: str) -> str:
     head, _, rest = readme.partition(START)
     _, _, tail = rest.partition(END)
     if not rest:
         raise SystemExit(f"README.md has no {START!r} marker")
-    return f"{head}{START}\n{table()}\n{END}{tail}"
+    goals = spot_goals()
+    block = f"{table()}\n{goals}\n" if goals else f"{table()}\n"
+    return f"{head}{START}\n{block}{END}{tail}"
 
 
 def main() -> int:

@@ -5,11 +5,11 @@ Progress on the same jobs in the same run.
 
     python -m benchmarks.spot.half_life --data ../shared/data   # results/spot_half_life.json
 
-The jobs, settings, starts and cell averages are the spot benchmark's (experiment.py, three
-starts per trace as its README row); the job starts from what a running service saw of its
-pool in the week before (observed.py) and learns from its own attempts, only the weighing
-changes. Per trace set as well as over all: a half-life that helps in one set and hurts in the
-others is fitted to that set.
+The jobs, settings and cell averages are the spot benchmark's (experiment.py), with three
+starts per trace (six weighings at its twelve would take over an hour here), Uniform Progress on
+the same jobs; the job starts from what a running service saw of its pool in the week before
+(observed.py) and learns from its own attempts, only the weighing changes. Per trace set as well
+as over all: a half-life that helps in one set and hurts in the others is fitted to that set.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ standby sees spot only as its launch attempts do. Ours with the standby (`ours_s
 benchmarks/spot/standby.py) runs on the same jobs, in the same table.
 
 Rules are the simulator's (benchmarks/spot/simulator.py): the policies run there, on the same
-cells and starts as benchmarks/spot_policy.
+cells as benchmarks/spot_policy, and on its jobs where `--starts` is the same (the draw of start
+ticks depends on how many). Three starts per trace take about ten minutes on this project's 2-core
+machines, the default twelve about forty; ours + standby runs here too, so its distance to the
+ceiling is always on the same jobs.
 
     python -m benchmarks.spot.online_bound --data ../shared/data --starts 3
 """
@@ -414,6 +417,7 @@ def run(data: Path, n_starts: int = START_TICKS, workers: int = 2) -> dict[str, 
             for setting, sets in cells.items()
         },
         "cells": len(flat),
+        "starts_per_trace": n_starts,
         "mean_cost_normalized": {name: round(avg(name), 5) for name in POLICIES},
         "vs_uniform_progress": {name: round(avg(name) / up - 1.0, 5) for name in POLICIES},
         "gap_to_omniscient": {name: round(avg(name) / omni - 1.0, 5) for name in POLICIES},
