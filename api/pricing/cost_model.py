@@ -24,6 +24,10 @@ RESTART_HOURS = 0.2
 LOCAL_RESTART_HOURS = 0.01
 CHECKPOINT_COST_SECONDS = 30.0
 MIN_CHECKPOINT_SECONDS = 60.0
+# The shortest interval the model takes from a spec: `every_seconds` and `estimated_hours` only
+# need be > 0, and an interval of a subnormal float of seconds makes C / tau infinite (a plan
+# priced null). A trainer checks its interval at step boundaries; no step is this short.
+SHORTEST_CHECKPOINT_SECONDS = 1e-3
 MAX_CHECKPOINT_SECONDS = 24 * 3600.0
 # Beyond this fraction of time lost to preemptions a spot option is treated as unusable.
 MAX_LOSS_FRACTION = 0.9
@@ -76,9 +80,9 @@ def checkpoint_seconds(
     (otherwise Young/Daly stands in); neither set (`auto`) is Young/Daly, which the scheduler
     tells the trainer, so the trainer's own default never applies to a scheduled attempt."""
     if every_seconds is not None:
-        return every_seconds
+        return max(every_seconds, SHORTEST_CHECKPOINT_SECONDS)
     if every_steps is not None and step_seconds is not None and step_seconds > 0:
-        return every_steps * step_seconds
+        return max(every_steps * step_seconds, SHORTEST_CHECKPOINT_SECONDS)
     return young_daly_interval(checkpoint_cost_seconds, preemption_rate_per_hour)
 
 
@@ -103,8 +107,9 @@ def evaluate(
 
     `price_per_hour` is the whole job's; `already_running` skips the first restart delay."""
     rate = risk.preemption_rate if capacity == CapacityType.SPOT else 0.0
-    tau_s = checkpoint_every_seconds or young_daly_interval(
-        risk.checkpoint_cost_hours * 3600.0, rate
+    tau_s = max(
+        checkpoint_every_seconds or young_daly_interval(risk.checkpoint_cost_hours * 3600.0, rate),
+        SHORTEST_CHECKPOINT_SECONDS,
     )
     tau = tau_s / 3600.0
     overhead = 1.0 + risk.checkpoint_cost_hours / tau

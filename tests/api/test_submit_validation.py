@@ -231,3 +231,30 @@ def test_reservation_numbers_are_not_coerced(client: TestClient) -> None:
     }
     fields = refused_fields(client, "/v1/admin/reservations", body, ADMIN)
     assert {"count", "price_per_hour"} <= set(fields)
+
+
+@pytest.mark.parametrize("hours", [5e-324, 1e-300, 1e-12])
+@pytest.mark.parametrize("checkpoint", [{"every_steps": 1}, {"every_seconds": 5e-324}])
+def test_a_vanishing_estimate_is_priced_as_a_number(
+    client: TestClient, auth: dict[str, str], hours: float, checkpoint: dict[str, Any]
+) -> None:
+    """estimated_hours and checkpoint.every_seconds > 0 admit subnormal floats (the fuzzer's
+    find): every plan's figures stay numbers (an infinity would leave the answer against its
+    schema as null), the expected cost at least 0 and at most what an hour of the plan costs."""
+    body = {
+        "name": "tiny",
+        "capacity": {"types": ["spot"]},
+        "trainer": {
+            "steps": 1,
+            "checkpoint": {**checkpoint, "keep_last": 13, "on_preemption": False},
+        },
+        "estimated_hours": hours,
+    }
+    response = client.post("/v1/estimate", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    plans = response.json()["plans"]
+    assert plans
+    for plan in plans:
+        assert isinstance(plan["expected_cost"], float | int), plan
+        assert 0 <= plan["expected_cost"] <= plan["price_per_hour"], plan
+        assert isinstance(plan["p_meet_deadline"], float | int), plan
