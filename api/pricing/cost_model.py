@@ -107,9 +107,8 @@ def evaluate(
 
     `price_per_hour` is the whole job's; `already_running` skips the first restart delay."""
     rate = risk.preemption_rate if capacity == CapacityType.SPOT else 0.0
-    tau_s = max(
-        checkpoint_every_seconds or young_daly_interval(risk.checkpoint_cost_hours * 3600.0, rate),
-        SHORTEST_CHECKPOINT_SECONDS,
+    tau_s = checkpoint_every_seconds or young_daly_interval(
+        risk.checkpoint_cost_hours * 3600.0, rate
     )
     tau = tau_s / 3600.0
     overhead = 1.0 + risk.checkpoint_cost_hours / tau
