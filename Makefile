@@ -6,29 +6,40 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The CPU build of torch: a wheel on local disk (shared/wheels beside the clone, or /opt/wheels on
+# older machines); without it pip would take a multi-GB CUDA build from the registry.
+WHEELS ?= $(firstword $(wildcard $(abspath ../shared/wheels) /opt/wheels))
+PIP_FIND := $(if $(WHEELS),--find-links $(WHEELS))
+export TORCH_WHEEL_DIR := $(WHEELS)
 
-.PHONY: run test install system-deps services docker docker-engine docker-base-images \
-	docker-images lint format bench clean
+.PHONY: run test test-clock install system-deps services docker docker-engine docker-base-images \
+	docker-images cluster cluster-deps cluster-images cluster-down lint format bench clean
 
 run: install
 	$(BIN)/python -m worker.standalone
 
-test: install system-deps services docker
+# The real cluster and the trainer image in it come first: tests/k8s run beside the rest
+# (scripts/run-tests.sh).
+test: test-clock install system-deps services docker cluster-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest
+	@BIN=$(BIN) bash scripts/run-tests.sh
+
+# The clock of the whole run, installs and builds included (benchmarks/make_test.py).
+test-clock:
+	@bash scripts/test-clock.sh start
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, pinned: on these machines torch==2.13.0 is a CPU build on local disk, while a bare
-# `torch` requirement would pull a multi-GB CUDA build.
+# torch first, pinned: torch==2.13.0 resolves to the CPU wheel in $(WHEELS), while a bare `torch`
+# requirement would pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0 numpy
-	$(BIN)/pip install -q -e '.[server,trainer,dev]'
+	$(BIN)/pip install -q $(PIP_FIND) torch==2.13.0 numpy
+	$(BIN)/pip install -q $(PIP_FIND) -e '.[server,trainer,dev]'
 	touch $@
 
 install: $(STAMP)
@@ -52,6 +63,23 @@ docker-base-images: docker-engine
 # api, worker and trainer images (+ benchmarks/results/images.json); the test builds them too.
 docker-images: docker-base-images
 	@bash scripts/docker-images.sh
+
+# A single-node Kubernetes cluster of the upstream components, run as processes (scripts/cluster/:
+# built from the Go module proxy into ~/.cache/gpujobs, state under /var/lib/gpujobs-cluster).
+cluster: cluster-deps docker-engine
+	@bash scripts/cluster/up.sh
+
+cluster-deps:
+	@bash scripts/cluster/deps.sh
+
+# The trainer image, built with Docker and imported into the cluster's containerd. Its sizes are
+# not the published ones (`make docker-images` writes those, and the README is made from them).
+cluster-images: cluster docker-base-images
+	@IMAGE_SIZES_JSON=/dev/null bash scripts/docker-images.sh
+	@bash scripts/cluster/images.sh $${TRAINER_IMAGE:-gpujobs-trainer:cpu}
+
+cluster-down:
+	@bash scripts/cluster/down.sh
 
 lint:
 	$(BIN)/ruff check .

@@ -78,16 +78,32 @@ class S3Server:
         }
 
     def client(self) -> Any:
+        return self.client_as((self.access_key, self.secret_key), max_attempts=3)
+
+    def client_as(self, keys: tuple[str, str], *, max_attempts: int = 1) -> Any:
+        """A client with other keys (a trainer's): one try by default, so a refusal shows."""
         import boto3
         from botocore.config import Config
 
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
+            aws_access_key_id=keys[0],
+            aws_secret_access_key=keys[1],
+            region_name=self.region,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": max_attempts}),
+        )
+
+    def iam_client(self) -> Any:
+        """The embedded IAM API (same port), as the control plane calls it."""
+        import boto3
+
+        return boto3.client(
+            "iam",
+            endpoint_url=self.endpoint_url,
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
             region_name=self.region,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}),
         )
 
     def create_bucket(self, name: str) -> None:
@@ -149,6 +165,9 @@ def start_s3_server(
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
         f"-s3.config={config}",
+        # The embedded IAM API takes writes, so that the worker can mint a key per attempt
+        # (GPUJOBS_STORAGE_CREDENTIALS=iam_users); only the admin identity may call it.
+        "-s3.iam.readOnly=false",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
         "-admin.ui=false",

@@ -120,10 +120,10 @@ class Stack:
             GPUJOBS_SPOT_TRACE_TIME_SCALE=str(self.time_scale),
             GPUJOBS_SPOT_NOTICE_S="20",
             GPUJOBS_CREDENTIALS_FILE=str(self.tmp / "credentials.json"),
-            # Trainers get S3 keys only as trainer keys, and an interpreter they can run.
-            GPUJOBS_TRAINER_S3_ACCESS_KEY_ID=self.s3.access_key,
-            GPUJOBS_TRAINER_S3_SECRET_ACCESS_KEY=self.s3.secret_key,
-            GPUJOBS_TRAINER_S3_REGION=self.s3.region,
+            # Trainers get S3 keys of their own attempt's, minted through SeaweedFS's IAM API
+            # and limited to their job's prefix (docs/security.md), and an interpreter they
+            # can run.
+            GPUJOBS_STORAGE_CREDENTIALS="iam_users",
             GPUJOBS_TRAINER_PYTHON=trainer_python(),
             GPUJOBS_TRAINER_PYTHON_PATH=trainer_python_path(),
             PYTHONUNBUFFERED="1",
@@ -165,7 +165,7 @@ class Stack:
                     self._spawn(name, self.commands[name])
 
     def start_api(self) -> None:
-        command = [sys.executable, "-m", "uvicorn", "worker.api_app:app", "--host", "127.0.0.1",
+        command = [sys.executable, "-m", "worker.api_app", "--host", "127.0.0.1",
                    "--port", str(self.port), "--log-level", "warning"]  # fmt: skip
         self._spawn("api", command)
         wait_for(self._ready, timeout=60, what="the API")

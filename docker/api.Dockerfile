@@ -2,7 +2,7 @@
 #   docker build --network host -f docker/api.Dockerfile -t gpujobs-api .
 #   docker build ... --build-arg PYTHON_IMAGE=local/python:3.11-bookworm   (no registry: see
 #   scripts/docker-base-images.sh)
-# Runs: uvicorn worker.api_app:app (default CMD). Migrations: `python -m api.admin migrate` (they
+# Runs: python -m worker.api_app (default CMD: uvicorn under Settings' connection limits). Migrations: `python -m api.admin migrate` (they
 # ship inside the installed package); first team: `python -m api.admin create-team NAME`.
 
 ARG PYTHON_IMAGE=python:3.11-slim
@@ -52,4 +52,4 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
 # The entrypoint only fills GPUJOBS_ADMIN_TOKEN from ADMIN_TOKEN_FILE when asked to; then it
 # execs the command, which stays PID 1 (signals reach uvicorn directly).
 ENTRYPOINT ["gpujobs-entrypoint"]
-CMD ["uvicorn", "worker.api_app:app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "worker.api_app", "--host", "0.0.0.0", "--port", "8000"]

@@ -11,7 +11,16 @@ PYTHON_IMAGE=${PYTHON_IMAGE:-local/python:3.11-bookworm}
 API_IMAGE=${API_IMAGE:-gpujobs-api:dev}
 WORKER_IMAGE=${WORKER_IMAGE:-gpujobs-worker:dev}
 TRAINER_IMAGE=${TRAINER_IMAGE:-gpujobs-trainer:cpu}
-TORCH_WHEEL=${TORCH_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}
+# The wheel's folder: TORCH_WHEEL_DIR (the Makefile sets it), else shared/wheels beside the clone,
+# else /opt/wheels (older machines).
+wheel_name=torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+wheel_dir=${TORCH_WHEEL_DIR:-}
+if [ -z "$wheel_dir" ]; then
+  for dir in ../shared/wheels /opt/wheels; do
+    if [ -f "$dir/$wheel_name" ]; then wheel_dir=$(cd "$dir" && pwd); break; fi
+  done
+fi
+TORCH_WHEEL=${TORCH_WHEEL:-${wheel_dir:-/opt/wheels}/$wheel_name}
 SIZES=${IMAGE_SIZES_JSON:-benchmarks/results/images.json}
 
 # The CPU torch wheel, where this machine has one, is served to the builds on loopback (they use

@@ -31,7 +31,7 @@ ACYCLIC = named([c for c in CONTRACTS if c["type"] == "acyclic_siblings"])
 LAYERS = [c for c in CONTRACTS if c["type"] == "layers"]
 PACKAGES = named([c for c in LAYERS if c["layers"][0] == "tests"])
 DOMAINS = named([c for c in LAYERS if c["layers"][-1] == "api.pricing"])
-TIERS = named([c for c in LAYERS if c["layers"][0] == "api.main"])
+TIERS = named([c for c in LAYERS if c["layers"][0].startswith("api.main")])
 FORBIDDEN = [c for c in CONTRACTS if c["type"] == "forbidden"]
 PURE_PLACEMENT = named([c for c in FORBIDDEN if "api.placement.*" in c["source_modules"]])
 SHIPPED = named([c for c in FORBIDDEN if "devstack" in c["forbidden_modules"]])

@@ -75,7 +75,7 @@ def test_api_image_has_a_healthcheck_and_migrations() -> None:
     copies = [args for op, args in steps if op == "COPY"]
     assert "alembic.ini ./" in copies and "migrations ./migrations" in copies
     (cmd,) = [args for op, args in steps if op == "CMD"]
-    assert '"uvicorn", "worker.api_app:app"' in cmd
+    assert '"python", "-m", "worker.api_app"' in cmd
 
 
 def test_torch_is_pinned_and_the_trainer_has_cpu_and_cuda_variants() -> None:

@@ -175,7 +175,7 @@ def test_components_exist(case: tuple[dict, list[dict[str, Any]]]) -> None:
 def test_entry_points_and_probes(case: tuple[dict, list[dict[str, Any]]]) -> None:
     values, objects = case
     api = _one(objects, "Deployment", "gpujobs-api")["spec"]["template"]["spec"]["containers"][0]
-    assert api["command"][:2] == ["uvicorn", "worker.api_app:app"]
+    assert api["command"][:3] == ["python", "-m", "worker.api_app"]
     assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     worker = _one(objects, "Deployment", "gpujobs-worker")["spec"]["template"]["spec"]
@@ -476,6 +476,20 @@ def test_trainer_settings_reach_the_worker() -> None:
     # The trainers' keys travel apart from the control plane's own.
     assert secret["GPUJOBS_K8S_TRAINER_S3_ACCESS_KEY_ID"] == "AKIDTRAINER"
     assert secret["AWS_ACCESS_KEY_ID"] == "AKIDEXAMPLE"
+    assert data["GPUJOBS_STORAGE_CREDENTIALS"] == "static"
+
+
+def test_per_attempt_storage_credentials_reach_the_worker() -> None:
+    values = {"trainer": {"s3": {"credentials": "iam_users", "iamEndpointUrl": "http://s3:8333"}}}
+    data = _one(_render(values), "ConfigMap", "gpujobs")["data"]
+    assert data["GPUJOBS_STORAGE_CREDENTIALS"] == "iam_users"
+    assert data["GPUJOBS_STORAGE_IAM_ENDPOINT_URL"] == "http://s3:8333"
+
+
+def test_per_attempt_storage_credentials_refuse_static_trainer_keys() -> None:
+    values = {"trainer": {"s3": {"credentials": "iam_users", "accessKeyId": "AKID"}}}
+    with pytest.raises(helm.HelmRenderError, match="never used"):
+        _render(values)
 
 
 @pytest.mark.parametrize(
@@ -627,3 +641,12 @@ def test_gpu_speeds_reach_the_scheduler_through_extra_settings(
     settings = settings_from_env(monkeypatch, env)
     assert settings.launcher == "kubernetes"
     assert settings.gpu_speeds["H100"] == 2.4 and settings.gpu_speeds["L4"] == 0.25
+
+
+def test_a_pool_of_alike_nodes_needs_no_instance_type_label() -> None:
+    """What `helm install` on the local cluster found (tests/k8s/test_real_helm.py): the schema
+    refused the empty label that Settings allows for a pool whose nodes are all alike."""
+    values = {**PROFILE_CASES["custom"]}
+    values["jobs"] = {**values["jobs"], "instanceTypeLabel": ""}
+    config = _one(_render(values), "ConfigMap", "gpujobs")["data"]
+    assert config["GPUJOBS_K8S_INSTANCE_TYPE_LABEL"] == ""

@@ -126,6 +126,39 @@ class Cluster:
             name, NAMESPACE, {"status": {"conditions": conditions}}
         )
 
+    def fail_by_policy(
+        self,
+        handle: str,
+        pod: str,
+        *,
+        exit_code: int,
+        disrupted: bool,
+        condition: str = "Failed",
+    ) -> None:
+        """What the Job controller writes when pod `pod` ended with `exit_code` (and the
+        DisruptionTarget condition, if `disrupted`): Failed, naming the first rule of the Job's
+        own podFailurePolicy that matches the pod, as Kubernetes evaluates them (in order).
+        `condition="FailureTarget"`: what it writes first, while it stops the other pods."""
+        namespace, name = handle.split("/")
+        rules = self.batch.read_namespaced_job(name, namespace).spec.pod_failure_policy.rules
+        for index, rule in enumerate(rules):
+            codes = rule.on_exit_codes
+            on_conditions = {c.type for c in rule.on_pod_conditions or []}
+            if disrupted and "DisruptionTarget" in on_conditions:
+                what = f"Pod {namespace}/{pod} has condition DisruptionTarget"
+            elif codes is not None and (exit_code in codes.values) == (codes.operator == "In"):
+                what = f"Container trainer for pod {namespace}/{pod} failed with exit code "
+                what += str(exit_code)
+            else:
+                continue
+            message = f"{what} matching FailJob rule at index {index}"
+            failed = self.condition(condition, "True", "PodFailurePolicy", message=message)
+            break
+        else:
+            message = "Job has reached the specified backoff limit"
+            failed = self.condition(condition, "True", "BackoffLimitExceeded", message=message)
+        self.set_job_conditions(handle, failed)
+
     def pod_event(
         self,
         pod: str,

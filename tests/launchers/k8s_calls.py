@@ -106,7 +106,8 @@ def launcher_calls(*entry_points: str) -> set[Call]:
     return {rest_call(CLIENTS[attr], method) for attr, method in pairs}
 
 
-# What each process does with the launcher: the worker runs attempts (and may serve logs); the
+# What each process does with the launcher: the worker runs attempts (and may serve logs), and
+# deletes them all at `helm uninstall` (the chart's pre-delete hook runs as its account); the
 # API only reads logs.
-WORKER_ENTRY_POINTS = ("launch", "status", "cancel", "logs")
+WORKER_ENTRY_POINTS = ("launch", "status", "cancel", "logs", "delete_all_attempts")
 API_ENTRY_POINTS = ("logs",)

@@ -398,7 +398,9 @@ def test_a_standby_the_autoscaler_finds_no_node_for_leaves_the_running_job(stage
         outage = session.get(CapacityOutage, (standby.zone, standby.instance_type, "spot"))
     assert outage is not None and outage.until > stage.clock()
     assert "ended before the handover (no capacity: unschedulable" in stage.notes(job_id)[-1]
-    assert stage.ask(job_id, standby_id).action == "stop"
+    # Its token died with it: its trainer, still asking, is refused, which it reads as "stop".
+    with pytest.raises(Unauthorized, match="revoked"):
+        stage.ask(job_id, standby_id)
     # The launcher gave the standby up: its objects are deleted...
     assert stage.deleted_in_the_foreground(standby_id)
     assert len(set(stage.deletes(standby_id))) == 3  # Job, Service, Secret

@@ -17,9 +17,10 @@ from kubernetes.config import ConfigException
 
 from gpujobs.resources import JobStatus
 from tests.launchers.k8s_calls import WORKER_ENTRY_POINTS, call_of, launcher_calls
-from worker.launchers.base import LaunchRequest, ObservedState
+from worker.launchers.base import LaunchRefused, LaunchRequest, ObservedState
 from worker.launchers.kubernetes import KubernetesLauncher, KubernetesLauncherConfig
 from worker.launchers.kubernetes.observe import scale_up_refused
+from worker.log_reader import log_reader
 from worker.outcomes import outcome
 
 if TYPE_CHECKING:
@@ -167,6 +168,17 @@ def test_failure_reports_the_exit_code(cluster: Cluster, make_request: RequestFa
     assert "OOMKilled" in observation.message and "BackoffLimitExceeded" in observation.message
 
 
+def test_an_environment_no_container_can_hold_is_refused_before_anything_is_created(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """A spec stored before the API refused a NUL in an env value: the launch can never work,
+    and says so (LaunchRefused: the job fails, no retry mints another token)."""
+    launcher = cluster.launcher()
+    with pytest.raises(LaunchRefused, match=r"env\.BAD: .*NUL"):
+        launcher.launch(make_request(env={"BAD": "a\x00b"}))
+    assert cluster.requests("POST") == []
+
+
 def test_failed_pod_is_a_failure_before_the_job_says_so(
     cluster: Cluster, make_request: RequestFactory
 ) -> None:
@@ -179,23 +191,41 @@ def test_failed_pod_is_a_failure_before_the_job_says_so(
 
 
 @pytest.mark.parametrize("exit_code", [75, 76])
-def test_exit_after_the_notice_is_a_preemption(
+def test_an_exit_as_after_a_notice_without_a_disruption_is_a_failure(
     cluster: Cluster, make_request: RequestFactory, exit_code: int
 ) -> None:
+    """75 is what the trainer exits with after a notice, and a team's code can exit 75 at any
+    time: without the pod's DisruptionTarget it is a failure, which spends a restart and teaches
+    no pool a preemption."""
     launcher = cluster.launcher()
     handle = launcher.launch(make_request())
     (pod,) = cluster.start_pods(handle)
     cluster.set_pod_status(pod, cluster.terminated(exit_code))
-    message = (
-        f"Container trainer for pod {NS}/{pod} failed with exit code {exit_code} "
-        "matching FailJob rule at index 0"
-    )
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    before = launcher.status(handle)  # the Job controller has not written Failed yet
+    assert (before.state, before.exit_code) == (ObservedState.FAILED, exit_code)
+
+    cluster.fail_by_policy(handle, pod, exit_code=exit_code, disrupted=False)
 
     observation = launcher.status(handle)
-    assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, exit_code)
+    assert (observation.state, observation.exit_code) == (ObservedState.FAILED, exit_code)
+    assert observation.message is not None and f"exit code {exit_code}" in observation.message
+    result = outcome(
+        observation=observation,
+        job_status=JobStatus.RUNNING,
+        stop_reason=None,
+        restarts=0,
+        max_restarts=3,
+    )
+    assert result.failure and not result.preempted
+
+
+def test_the_rule_an_exit_without_a_disruption_fires_is_a_failure_even_without_pods(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    cluster.fail_by_policy(handle, f"{handle.split('/')[1]}-0-abcde", exit_code=75, disrupted=False)
+    assert launcher.status(handle).state is ObservedState.FAILED
 
 
 def test_disruption_is_running_until_the_pod_stops_then_preempted(
@@ -246,6 +276,43 @@ def test_ranks_stopped_after_a_crash_do_not_make_it_a_preemption(
     assert observation.message is not None and rank1 in observation.message
 
 
+def test_a_gang_whose_evicted_rank_is_gone_is_preempted_by_the_failure_target(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """What the real cluster does (tests/k8s): rank 1 is evicted; the Job controller writes
+    FailureTarget (rule 0, the disruption), lets rank 1's pod go and stops rank 0, whose
+    trainer checkpoints and exits 75; only once rank 0 has stopped does it write Failed. In
+    between, the pods left show one exit 75 and no disruption: a failure, unless the
+    FailureTarget condition is read."""
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    rank0, rank1 = cluster.start_pods(handle)
+    cluster.set_pod_status(rank0, cluster.running())
+    cluster.fail_by_policy(handle, rank1, exit_code=75, disrupted=True, condition="FailureTarget")
+    cluster.core.delete_namespaced_pod(rank1, handle.split("/")[0])
+    # Rank 0 is still checkpointing: the attempt holds its capacity and may still write.
+    assert launcher.status(handle).state is not ObservedState.PREEMPTED
+
+    cluster.set_pod_status(rank0, cluster.terminated(75))
+    observation = launcher.status(handle)
+    assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, 75)
+    assert observation.message is not None and "DisruptionTarget" in observation.message
+
+
+def test_a_failure_target_of_the_exit_code_rule_is_a_failure(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """The same window when no rank was disrupted: a team's trainer exited 75 on its own."""
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request(nodes=2))
+    rank0, rank1 = cluster.start_pods(handle)
+    cluster.fail_by_policy(handle, rank1, exit_code=75, disrupted=False, condition="FailureTarget")
+    cluster.core.delete_namespaced_pod(rank1, handle.split("/")[0])
+    cluster.set_pod_status(rank0, cluster.terminated(75))
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.FAILED
+
+
 def test_ranks_crashing_because_a_node_vanished_is_a_preemption(
     cluster: Cluster, make_request: RequestFactory
 ) -> None:
@@ -266,12 +333,12 @@ def test_ranks_crashing_because_a_node_vanished_is_a_preemption(
 def test_job_failed_by_the_disruption_rule_is_preempted_even_without_pods(
     cluster: Cluster, make_request: RequestFactory
 ) -> None:
+    """A reclaimed node's pods are deleted with it: only the Job's condition is left. Its pod
+    had the notice (DisruptionTarget) and exited 75 after its checkpoint: the rule that fires
+    for both must be read as the preemption it was."""
     launcher = cluster.launcher()
     handle = launcher.launch(make_request())
-    message = f"Pod {NS}/x-0-abcde has condition DisruptionTarget matching FailJob rule at index 1"
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    cluster.fail_by_policy(handle, f"{handle.split('/')[1]}-0-abcde", exit_code=75, disrupted=True)
     assert launcher.status(handle).state is ObservedState.PREEMPTED
 
 
@@ -295,13 +362,7 @@ def test_kubelet_eviction_is_a_failure_named_so_not_a_preemption(
         ],
     )
     cluster.set_pod_status(pod, evicted)
-    message = (
-        f"Container trainer for pod {NS}/{pod} failed with exit code 75 "
-        "matching FailJob rule at index 0"
-    )
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=True)
     observation = launcher.status(handle)
     assert observation.state is ObservedState.FAILED
     assert observation.message is not None
@@ -429,10 +490,23 @@ def test_logs_read_rank_zero(cluster: Cluster, make_request: RequestFactory) -> 
     pods = cluster.start_pods(handle)
     cluster.emulator["get", kmock.subresource("log")] << b"step 1 loss 2.1\nstep 2 loss 1.9\n"
 
-    assert list(launcher.logs(handle)) == ["step 1 loss 2.1", "step 2 loss 1.9"]
+    assert list(launcher.logs(handle)) == ["step 1 loss 2.1\n", "step 2 loss 1.9\n"]
     (log_request,) = [r for r in cluster.requests("GET") if r.url.path.endswith("/log")]
     assert log_request.url.path == f"/api/v1/namespaces/{NS}/pods/{pods[0]}/log"
     assert log_request.params["container"] == "trainer"
+
+
+def test_the_apis_reader_keeps_the_line_ends(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    # A real cluster showed it: GET /logs of a Kubernetes job ran every line into one.
+    launcher = cluster.launcher()
+    handle = launcher.launch(make_request())
+    cluster.start_pods(handle)
+    cluster.emulator["get", kmock.subresource("log")] << b"step 1\nstep 2\n"
+
+    read = log_reader(launcher)
+    assert b"".join(chunk.data for chunk in read(handle)) == b"step 1\nstep 2\n"
 
 
 def test_logs_follow_streams_lines(cluster: Cluster, make_request: RequestFactory) -> None:
@@ -441,7 +515,7 @@ def test_logs_follow_streams_lines(cluster: Cluster, make_request: RequestFactor
     cluster.start_pods(handle)
     cluster.emulator["get", kmock.subresource("log")] << (b"step 1\n", b"step 2\n", b"done\n")
 
-    assert list(launcher.logs(handle, follow=True)) == ["step 1", "step 2", "done"]
+    assert list(launcher.logs(handle, follow=True)) == ["step 1\n", "step 2\n", "done\n"]
     (log_request,) = [r for r in cluster.requests("GET") if r.url.path.endswith("/log")]
     assert log_request.params["follow"].lower() == "true"
 
@@ -464,8 +538,8 @@ def test_spot_notice_ends_as_a_preempted_attempt_not_a_failed_one(
     cluster: Cluster, make_request: RequestFactory
 ) -> None:
     """Karpenter evicts the pod for a spot interruption: DisruptionTarget, SIGTERM to PID 1 (the
-    supervisor), every rank checkpoints, the pod exits 75, the Job's podFailurePolicy rule 0
-    fires. The attempt closes as preempted: no restart spent, learned as a preemption."""
+    supervisor), every rank checkpoints, the pod exits 75, the Job's podFailurePolicy disruption
+    rule fires. The attempt closes as preempted: no restart spent, learned as a preemption."""
     launcher = cluster.launcher()
     handle = launcher.launch(make_request(nodes=2))
     pods = cluster.start_pods(handle)
@@ -485,10 +559,7 @@ def test_spot_notice_ends_as_a_preempted_attempt_not_a_failed_one(
 
     for pod in pods:
         cluster.set_pod_status(pod, {**cluster.terminated(75), "conditions": [disruption]})
-    message = f"Pod {NS}/{pods[0]} has condition DisruptionTarget matching FailJob rule at index 1"
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    cluster.fail_by_policy(handle, pods[0], exit_code=75, disrupted=True)
     observation = launcher.status(handle)
     assert (observation.state, observation.exit_code) == (ObservedState.PREEMPTED, 75)
     result = outcome(
@@ -728,7 +799,7 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     not_ready["conditions"] = [{"type": "Ready", "status": "False"}]
     cluster.set_pod_status(other, not_ready)
     cluster.emulator["get", kmock.subresource("log")] << b"step 1\n"
-    assert list(launcher.logs(handle)) == ["step 1"]
+    assert list(launcher.logs(handle)) == ["step 1\n"]
     launcher.status(handle)  # reads the node of the not-ready pod
     _stuck(cluster, pod, "ImagePullBackOff", scheduled_ago_s=301)
     assert launcher.status(handle).state is ObservedState.FAILED  # patches, then deletes
@@ -737,6 +808,7 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     _unschedulable(cluster, waiting, ago_s=10)
     launcher.status(second)  # reads the autoscaler's events on the unschedulable pod
     launcher.cancel(second)
+    launcher.delete_all_attempts(timeout_s=0)  # helm uninstall's hook: lists the Jobs
 
     static = launcher_calls(*WORKER_ENTRY_POINTS)
     sent = {
@@ -748,6 +820,28 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     assert sent <= static, sorted(sent - static)
     # And the read is not wildly larger than what one run exercises.
     assert static - sent == set(), sorted(static - sent)
+
+
+def test_uninstall_deletes_every_attempt_and_nothing_else(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    """The chart's pre-delete hook: every Job the launcher made goes, running or finished, with
+    its Secret and Service; a Job of someone else's in the namespace stays."""
+    launcher = cluster.launcher()
+    first = launcher.launch(make_request(nodes=2))
+    second = launcher.launch(make_request(attempt_id="att-2"))
+    theirs = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "not-ours"},
+              "spec": {"template": {"spec": {"containers": []}}}}  # fmt: skip
+    cluster.batch.create_namespaced_job(NS, theirs)
+
+    deleted = launcher.delete_all_attempts(timeout_s=0)
+
+    assert sorted(deleted) == sorted([job_of(first), job_of(second)])
+    for handle in (first, second):
+        assert launcher.status(handle).state is ObservedState.LOST
+        assert not exists(cluster.core.read_namespaced_secret, f"gpujobs-token-{job_of(handle)}")
+    assert not exists(cluster.core.read_namespaced_service, job_of(first))
+    assert exists(cluster.batch.read_namespaced_job, "not-ours")
 
 
 def test_the_launcher_needs_no_cluster_credentials_until_it_is_used(

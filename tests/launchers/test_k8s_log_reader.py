@@ -24,15 +24,15 @@ def test_a_pod_log_is_read_from_an_offset_in_bounded_chunks(
     long_line = b"x" * (2 * CHUNK_BYTES + 5)
     cluster.emulator["get", kmock.subresource("log")] << b"step 1\n" + long_line + b"\nstep 2\n"
     reader = log_reader(launcher)
-    text = b"step 1" + long_line + b"step 2"  # the launcher yields lines without their ends
+    text = b"step 1\n" + long_line + b"\nstep 2\n"  # the log as the pod wrote it, line ends too
 
     whole = list(reader(handle))
     assert b"".join(c.data for c in whole) == text
     assert max(len(c.data) for c in whole) <= CHUNK_BYTES
-    assert [c.start for c in whole] == [0, 6, 6 + CHUNK_BYTES, 6 + 2 * CHUNK_BYTES, len(text) - 6]
-    assert list(reader(handle, offset=len(text) - 8)) == [
-        LogChunk(len(text) - 8, b"xx"),
-        LogChunk(len(text) - 6, b"step 2"),
+    assert [c.start for c in whole] == [0, 7, 7 + CHUNK_BYTES, 7 + 2 * CHUNK_BYTES, len(text) - 7]
+    assert list(reader(handle, offset=len(text) - 9)) == [
+        LogChunk(len(text) - 9, b"x\n"),
+        LogChunk(len(text) - 7, b"step 2\n"),
     ]
-    assert list(reader(handle, offset=-4)) == [LogChunk(len(text) - 4, b"ep 2")]
+    assert list(reader(handle, offset=-4)) == [LogChunk(len(text) - 4, b"p 2\n")]
     assert list(reader(handle, offset=len(text))) == []

@@ -168,14 +168,16 @@ def test_multi_node_job_rendezvous_through_headless_service(make_request: Reques
 def test_pod_failure_policy_tells_preemption_from_failure(make_request: RequestFactory) -> None:
     _, objects = render(make_request())
     rules = objects["job"]["spec"]["podFailurePolicy"]["rules"]
+    # The disruption first: a disrupted pod's trainer exits 75 too, and the first rule that
+    # matches is the one the Job's condition names once its pods are gone.
     assert rules == [
         {
             "action": "FailJob",
-            "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [75, 76]},
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
         },
         {
             "action": "FailJob",
-            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [75, 76]},
         },
     ]
 

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.models import JobAttempt
+from api.placement.world import pool_histories
 from api.settings import Settings
 from gpujobs.resources import JobStatus
 from gpujobs.runtime import ENV_RUN_CONFIG_JSON, RunConfig
@@ -37,9 +38,12 @@ def placed(
     settings: Settings,
     factory: sessionmaker[Session],
     launcher: KubernetesLauncher,
+    *,
+    spot: bool = False,
 ) -> tuple[ControlPlane, str, JobAttempt]:
     cp = ControlPlane(settings=settings, factory=factory, launcher=launcher, clock=Clock())
-    job_id = submit(factory, principal(factory), max_restarts=0)
+    capacity = {"capacity": {"types": ["spot"]}} if spot else {}
+    job_id = submit(factory, principal(factory), max_restarts=0, **capacity)
     assert len(schedule_once(cp).placed) == 1
     (attempt,) = attempts(factory, job_id)
     assert attempt.launch_handle is not None  # launched as a Job
@@ -62,13 +66,7 @@ def test_a_spot_notice_closes_the_attempt_as_preempted_and_resumes_the_job(
         "DisruptionTarget", "True", "EvictionByEvictionAPI", message="Karpenter: spot interruption"
     )
     cluster.set_pod_status(pod, {**cluster.terminated(75), "conditions": [disruption]})
-    message = (
-        f"Container trainer for pod x/{pod} failed with exit code 75 "
-        "matching FailJob rule at index 0"
-    )
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=True)
     reconcile_once(cp)
 
     (closed, *_) = attempts(session_factory, job_id)
@@ -77,6 +75,32 @@ def test_a_spot_notice_closes_the_attempt_as_preempted_and_resumes_the_job(
     # max_restarts=0: a failure would have ended the job; a preemption goes back to the queue.
     assert after.status == JobStatus.PENDING.value
     assert after.restarts == 0
+
+
+def test_a_pod_that_exits_75_without_a_disruption_spends_a_restart_and_teaches_no_pool(
+    cluster: Cluster, settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """A team's trainer exits 75 on spot with no notice from anyone: no DisruptionTarget, no
+    stop of ours. A failure: max_restarts=0 ends the job, and no pool learns a preemption."""
+    cp, job_id, attempt = placed(settings, session_factory, cluster.launcher(), spot=True)
+    handle = attempt.launch_handle
+    assert handle is not None
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.running())
+    reconcile_once(cp)
+    cluster.set_pod_status(pod, cluster.terminated(75))
+    cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=False)
+
+    reconcile_once(cp)
+
+    (closed,) = attempts(session_factory, job_id)
+    assert (closed.capacity_type, closed.end_reason, closed.exit_code) == ("spot", "failed", 75)
+    after = job(session_factory, job_id)
+    assert after.status == JobStatus.FAILED.value
+    assert after.preemptions == 0
+    with session_factory() as session:
+        _, learned = pool_histories(session, now=cp.clock())
+    assert learned[(closed.zone, closed.instance_type)].preemptions == 0
 
 
 def test_an_image_that_cannot_be_pulled_ends_the_attempt_and_frees_its_job(
@@ -171,7 +195,7 @@ def test_the_pod_s_own_exit_after_sigterm_closes_the_attempt_as_preempted(
             pytest.fail(f"no progress: {(tmp_path / 'stderr.log').read_text()[-3000:]}")
         cluster.set_pod_status(pod, cluster.running())
         reconcile_once(cp)
-        os.kill(process.pid, signal.SIGTERM)  # the kubelet's notice, to PID 1
+        os.kill(process.pid, signal.SIGTERM)  # the kubelet's notice of an eviction, to PID 1
         records = [json.loads(line) for line in process.stdout if line.startswith("{")]
         code = process.wait(timeout=120)
     finally:
@@ -188,15 +212,12 @@ def test_the_pod_s_own_exit_after_sigterm_closes_the_attempt_as_preempted(
     state = load_latest(config.checkpoint_uri)
     assert state is not None and sorted(state.ranks) == [0, 1]
 
-    # What the kubelet and the Job controller write for that exit.
-    cluster.set_pod_status(pod, cluster.terminated(code))
-    message = (
-        f"Container trainer for pod x/{pod} failed with exit code {code} "
-        "matching FailJob rule at index 0"
+    # What the eviction, the kubelet and the Job controller write for that exit.
+    disruption = cluster.condition(
+        "DisruptionTarget", "True", "EvictionByEvictionAPI", message="Karpenter: spot interruption"
     )
-    cluster.set_job_conditions(
-        handle, cluster.condition("Failed", "True", "PodFailurePolicy", message=message)
-    )
+    cluster.set_pod_status(pod, {**cluster.terminated(code), "conditions": [disruption]})
+    cluster.fail_by_policy(handle, pod, exit_code=code, disrupted=True)
     reconcile_once(cp)
     (closed,) = attempts(session_factory, job_id)
     assert (closed.end_reason, closed.exit_code) == ("preempted", 75)

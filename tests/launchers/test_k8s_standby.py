@@ -149,7 +149,7 @@ def test_cancelling_one_attempt_leaves_the_other_and_its_objects(
     assert pair.launcher.status(pair.handles[kept]).state is ObservedState.RUNNING
     # Its log is its own rank 0's.
     cluster.emulator["get", kmock.subresource("log")] << b"step 7\n"
-    assert list(pair.launcher.logs(pair.handles[kept])) == ["step 7"]
+    assert list(pair.launcher.logs(pair.handles[kept])) == ["step 7\n"]
     (log_request,) = [r for r in cluster.requests("GET") if r.url.path.endswith("/log")]
     assert log_request.url.path == f"/api/v1/namespaces/{NS}/pods/{pods[kept][0]}/log"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -169,6 +170,32 @@ class KubernetesLauncher:
         namespace, name = parse_handle(handle)
         self._delete_attempt(namespace, name)
 
+    def delete_all_attempts(self, *, timeout_s: float) -> list[str]:
+        """Delete every attempt this launcher made in its namespace, running or finished, and
+        wait up to `timeout_s` for their pods to stop (a running trainer checkpoints in its
+        grace period). What `helm uninstall` runs first (the chart's pre-delete hook), so no
+        trainer Job, pod or Secret outlives the release; the database keeps the jobs, whose
+        attempts read lost on the next install and resume from their checkpoints."""
+        namespace = self.config.namespace
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        jobs = self._batch.list_namespaced_job(namespace, label_selector=selector).items
+        # The label checked again: nothing but the launcher's own Jobs is ever deleted, even by
+        # a server that ignored the selector.
+        names = [
+            job.metadata.name
+            for job in jobs
+            if (job.metadata.labels or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+        ]
+        for name in names:
+            self._delete_attempt(namespace, name)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pods = self._core.list_namespaced_pod(namespace, label_selector=selector).items
+            if not pods:
+                break
+            time.sleep(1.0)
+        return names
+
     def _give_up(self, namespace: str, name: str, observation: Observation) -> None:
         """End an attempt that would never end by itself, and free the nodes its pods hold.
 
@@ -218,7 +245,10 @@ class KubernetesLauncher:
                 return
             raise
         try:
-            yield from iter_resp_lines(response)
+            # Text with its line ends, as every launcher's logs are: the API's reader joins
+            # what it is given, and bare lines ran together into one (seen on a real cluster).
+            for line in iter_resp_lines(response):
+                yield line + "\n"
         finally:
             # Closed, not returned to the pool: a follow stream stopped early still has data.
             response.close()

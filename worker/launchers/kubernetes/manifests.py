@@ -26,6 +26,7 @@ from worker.launchers.kubernetes.config import (
     KubernetesLauncherConfig,
     NodeRequirement,
     Toleration,
+    TrainerS3Keys,
 )
 
 LABEL_PREFIX = "gpujobs.dev/"
@@ -57,9 +58,6 @@ SUPERVISOR_COMMAND = ["python", "-m", "trainer.supervisor"]
 GPU_RESOURCE = "nvidia.com/gpu"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTED_EXIT_CODES = (EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT)
-# Indexes of the podFailurePolicy rules that mean "preempted"; the Job's Failed condition names
-# the rule that fired ("... matching FailJob rule at index 1"), which survives pod cleanup.
-PREEMPTION_RULE_INDEXES = (0, 1)
 
 # An Indexed Job's pods are named (and get the hostname) `<job>-<index>`, which must stay a
 # DNS label (63 characters) for the rendezvous address to resolve: keep room for the index.
@@ -145,7 +143,7 @@ def build_secret(
 ) -> client.V1Secret:
     """Everything secret a trainer pod gets, and nothing of the control plane's own Secret."""
     data = {TOKEN_KEY: request.job_token}
-    keys = config.trainer_s3_keys
+    keys = trainer_keys(request, config)
     if keys is not None:
         data[S3_ACCESS_KEY_ID_KEY] = keys.access_key_id
         data[S3_SECRET_ACCESS_KEY_KEY] = keys.secret_access_key
@@ -158,6 +156,14 @@ def build_secret(
         type="Opaque",
         data={key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
     )
+
+
+def trainer_keys(request: LaunchRequest, config: KubernetesLauncherConfig) -> TrainerS3Keys | None:
+    """The attempt's own keys where they were minted for it (worker.storage_credentials),
+    else the operator's static trainer keys, else none (IRSA, workload identity)."""
+    if request.storage is not None:
+        return TrainerS3Keys(request.storage.access_key_id, request.storage.secret_access_key)
+    return config.trainer_s3_keys
 
 
 def build_service(
@@ -189,21 +195,17 @@ def pod_failure_policy() -> client.V1PodFailurePolicy:
 
     A preempted attempt goes back to the scheduler, which may move it to on-demand (deadline)
     and opens a new attempt row (cost ledger). So both rules are FailJob, like any other failure
-    (backoffLimit 0); they exist so the Job's Failed condition says *why*: rule 0 is the trainer
-    exiting 75/76 after the notice, rule 1 a pod disrupted by eviction, node drain or shutdown,
-    scheduler preemption or a lost node (DisruptionTarget). Ignore would restart the pod behind
-    the scheduler's back.
+    (backoffLimit 0); they exist so the Job's Failed condition says *why*, and it names the rule
+    that fired ("... matching FailJob rule at index 0"), which survives pod cleanup (a reclaimed
+    node's pods are deleted with it). Rule 0 is a pod disrupted by eviction, node drain or
+    shutdown, scheduler preemption or a lost node (DisruptionTarget): the preemption. Rule 1 is
+    the trainer exiting 75/76, which it does after a notice but may do without one (a team's
+    code): it is a failure unless the pod was disrupted, so the disruption rule comes first
+    (the first rule that matches fires). Ignore would restart the pod behind the scheduler's
+    back.
     """
     return client.V1PodFailurePolicy(
         rules=[
-            client.V1PodFailurePolicyRule(
-                action="FailJob",
-                on_exit_codes=client.V1PodFailurePolicyOnExitCodesRequirement(
-                    container_name=CONTAINER_NAME,
-                    operator="In",
-                    values=list(PREEMPTED_EXIT_CODES),
-                ),
-            ),
             client.V1PodFailurePolicyRule(
                 action="FailJob",
                 on_pod_conditions=[
@@ -211,6 +213,14 @@ def pod_failure_policy() -> client.V1PodFailurePolicy:
                         type=DISRUPTION_TARGET, status="True"
                     )
                 ],
+            ),
+            client.V1PodFailurePolicyRule(
+                action="FailJob",
+                on_exit_codes=client.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER_NAME,
+                    operator="In",
+                    values=list(PREEMPTED_EXIT_CODES),
+                ),
             ),
         ]
     )
@@ -299,7 +309,10 @@ def _pod_spec(
 def _node_selector(
     request: LaunchRequest, config: KubernetesLauncherConfig, placement: CapacityPlacement
 ) -> dict[str, str]:
-    selector = {config.instance_type_label: request.placement.instance_type, **placement.labels}
+    selector = dict(placement.labels)
+    # No label: a pool whose nodes are all alike (a local cluster, one instance type per queue).
+    if config.instance_type_label:
+        selector[config.instance_type_label] = request.placement.instance_type
     if config.zone_label and request.placement.zone:
         selector[config.zone_label] = request.placement.zone
     return selector
@@ -375,6 +388,8 @@ def _container(
         home=SCRATCH_PATH,
         include_token=False,
     )
+    if request.storage is not None and request.storage.region:
+        plain["AWS_DEFAULT_REGION"] = request.storage.region
     # The job token (and S3 keys) come from the attempt's Secret: secret_env, below.
     env = [client.V1EnvVar(name=key, value=value) for key, value in sorted(plain.items())]
     requests = config.resources.requests(request.gpus_per_node)
@@ -387,7 +402,7 @@ def _container(
         image_pull_policy=config.image_pull_policy,
         command=SUPERVISOR_COMMAND,
         args=supervisor_args(request, config, name),
-        env=env + secret_env(config, name),
+        env=env + secret_env(request, config, name),
         resources=client.V1ResourceRequirements(requests=requests, limits=limits or None),
         volume_mounts=[
             client.V1VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm"),
@@ -402,10 +417,12 @@ def _container(
     )
 
 
-def secret_env(config: KubernetesLauncherConfig, name: str) -> list[client.V1EnvVar]:
+def secret_env(
+    request: LaunchRequest, config: KubernetesLauncherConfig, name: str
+) -> list[client.V1EnvVar]:
     """The env read from the attempt's own Secret, key by key (never a whole Secret)."""
     keys = {ENV_JOB_TOKEN: TOKEN_KEY}
-    if config.trainer_s3_keys is not None:
+    if trainer_keys(request, config) is not None:
         keys["AWS_ACCESS_KEY_ID"] = S3_ACCESS_KEY_ID_KEY
         keys["AWS_SECRET_ACCESS_KEY"] = S3_SECRET_ACCESS_KEY_KEY
     return [

@@ -1,5 +1,10 @@
 """What state an attempt is in, read from its Job and pods: pure, so every case is testable.
 
+A preemption is what the cluster saw: a pod's DisruptionTarget condition (an eviction, a drain,
+a node shutdown, the scheduler's preemption, a node lost), or the Job failed by its disruption
+rule once such pods are gone. Never an exit code alone: 75 is what a trainer exits with after
+the notice, and a team's trainer can exit 75 without one (worker.outcomes).
+
 Preemption is reported only once the attempt's pods have stopped: a disrupted pod is still
 checkpointing during its grace period, and a replacement started meanwhile would resume from an
 older checkpoint (and race the writer).
@@ -33,7 +38,6 @@ from worker.launchers.kubernetes.manifests import (
     CONTAINER_NAME,
     DISRUPTION_TARGET,
     PREEMPTED_EXIT_CODES,
-    PREEMPTION_RULE_INDEXES,
 )
 
 _RULE_INDEX = re.compile(r"FailJob rule at index (\d+)")
@@ -156,14 +160,16 @@ def _observe_live(
     if "Complete" in conditions:
         return Observation(ObservedState.SUCCEEDED, exit_code=0)
     if "Failed" in conditions:
-        return _ended(pods, gone_nodes, conditions["Failed"])
+        return _ended(job, pods, gone_nodes, conditions["Failed"])
 
     active = [p for p in pods if _phase(p) in _ACTIVE_PHASES and not _lost(p, gone_nodes)]
-    interrupted = [p for p in pods if _interruption(p, gone_nodes)]
+    interrupted = [p for p in pods if _disruption(p, gone_nodes)]
     failed = [p for p in pods if _phase(p) == "Failed"]
     if (interrupted or failed) and not active:
-        # The Job controller has not written Failed yet (or is not running): the pods tell.
-        return _ended(pods, gone_nodes, None)
+        # The Job controller has not written Failed yet (or is not running): the pods tell,
+        # and so does FailureTarget, which it writes first. Read it: the pod whose rule fired
+        # (an evicted rank) may be gone already while the ranks it stopped read only 75.
+        return _ended(job, pods, gone_nodes, conditions.get("FailureTarget"))
 
     expected = (job.spec.completions if job.spec else None) or 1
     succeeded = [p for p in pods if _phase(p) == "Succeeded"]
@@ -188,7 +194,7 @@ def _observe_live(
         return Observation(ObservedState.PENDING, message=message)
 
     running = [p for p in active if _phase(p) == "Running"]
-    notice = f"; {_interruption(interrupted[0], gone_nodes)}" if interrupted else ""
+    notice = f"; {_disruption(interrupted[0], gone_nodes)}" if interrupted else ""
     # Training starts when every rank is up; ranks that already finished count as up.
     if running and len(running) + len(succeeded) >= expected:
         return Observation(ObservedState.RUNNING, message=f"{len(running)} pod(s) running{notice}")
@@ -197,16 +203,18 @@ def _observe_live(
 
 
 def _ended(
+    job: client.V1Job,
     pods: Sequence[client.V1Pod],
     gone_nodes: Collection[str],
     failed: client.V1JobCondition | None,
 ) -> Observation:
     """The attempt is over and did not succeed: was it preempted, or did it fail?
 
-    Exit 75/76 alone is weak evidence: when one rank crashes, the Job controller stops the
-    others, whose trainers then checkpoint and exit 75 too. So the first failure decides (the
-    one the Job's condition names, else the earliest), while a disruption from outside (node
-    drained, reclaimed, lost) wins anywhere: it is also why the other ranks crash (NCCL errors).
+    A disruption from outside (node drained, reclaimed, lost) wins anywhere: it is also why the
+    other ranks crash (NCCL errors). Exit 75/76 is no evidence of one: a team's trainer may
+    exit so on its own, and when one rank crashes the Job controller stops the others, whose
+    trainers then checkpoint and exit 75 too. So the failure named is the first that is not
+    such an exit, else the first.
     """
     for pod in _by_index(pods):
         reason = _disruption(pod, gone_nodes)
@@ -222,19 +230,12 @@ def _ended(
             # No exit code on the observation: the trainer's 75 answered the kubelet's notice,
             # and reading it as a spot preemption would skew the learned preemption rate.
             return Observation(ObservedState.FAILED, exit_code=None, message=message)
-    if failed is not None and failed.reason == "PodFailurePolicy":
-        match = _RULE_INDEX.search(failed.message or "")
-        if match and int(match.group(1)) in PREEMPTION_RULE_INDEXES:
-            noticed = [p for p in _by_index(pods) if _notice_exit(p)]
-            exit_code = _exit_code(noticed[0]) if noticed else None
-            return Observation(ObservedState.PREEMPTED, exit_code=exit_code, message=failed.message)
-    first = _first_failure(pods)
-    if first is not None and failed is None:
-        notice = _notice_exit(first)
-        if notice:
-            return Observation(ObservedState.PREEMPTED, exit_code=_exit_code(first), message=notice)
+    if failed is not None and _by_disruption_rule(job, failed):
+        noticed = [p for p in _by_index(pods) if _notice_exit(p)]
+        exit_code = _exit_code(noticed[0]) if noticed else None
+        return Observation(ObservedState.PREEMPTED, exit_code=exit_code, message=failed.message)
     parts = [f"{failed.reason}: {failed.message}"] if failed is not None else []
-    culprit = _first_failure([p for p in pods if not _notice_exit(p)])
+    culprit = _first_failure([p for p in pods if not _notice_exit(p)]) or _first_failure(pods)
     terminated = _terminated(culprit) if culprit is not None else None
     exit_code = terminated.exit_code if terminated is not None else None
     if culprit is not None and terminated is not None:
@@ -259,16 +260,24 @@ def _first_failure(pods: Sequence[client.V1Pod]) -> client.V1Pod | None:
     return min(failed, key=key)
 
 
-def _interruption(pod: client.V1Pod, gone_nodes: Collection[str]) -> str | None:
-    """Why this pod counts as preempted, or None."""
-    return _disruption(pod, gone_nodes) or _notice_exit(pod)
+def _by_disruption_rule(job: client.V1Job, failed: client.V1JobCondition) -> bool:
+    """The Job failed by the rule of its podFailurePolicy that matches DisruptionTarget. Read
+    from the Job's own policy, not an index: a Job created by an earlier version of the launcher
+    may order its rules otherwise (manifests.pod_failure_policy)."""
+    by_policy = failed.reason == "PodFailurePolicy"
+    match = _RULE_INDEX.search(failed.message or "") if by_policy else None
+    policy = job.spec.pod_failure_policy if job.spec is not None else None
+    rules = (policy.rules if policy is not None else None) or []
+    if match is None or int(match.group(1)) >= len(rules):
+        return False
+    patterns = rules[int(match.group(1))].on_pod_conditions or []
+    return any(p.type == DISRUPTION_TARGET and p.status == "True" for p in patterns)
 
 
-def _notice_exit(pod: client.V1Pod) -> str | None:
+def _notice_exit(pod: client.V1Pod) -> bool:
+    """The trainer exited as it does after a notice: it was stopped, by whoever it was."""
     terminated = _terminated(pod)
-    if terminated is not None and terminated.exit_code in PREEMPTED_EXIT_CODES:
-        return f"pod {pod.metadata.name}: trainer exited {terminated.exit_code} after the notice"
-    return None
+    return terminated is not None and terminated.exit_code in PREEMPTED_EXIT_CODES
 
 
 def _disruption(pod: client.V1Pod, gone_nodes: Collection[str]) -> str | None:
