@@ -17,6 +17,7 @@ from submit to SUCCEEDED; writes benchmarks/results/first_contact.json. The e2e 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -39,6 +40,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 SPEC = "examples/first-run.yaml"
 START_TIMEOUT_S = 300.0
 JOB_TIMEOUT_S = 900.0
+CANCEL_TIMEOUT_S = 120.0
 TRAINERS_LINE = "trainers' directories:"
 
 
@@ -93,13 +95,86 @@ def _overlay_working_tree(clone: Path) -> None:
 
 def run(clone: Path, *, spec: str = SPEC) -> FirstContact:
     """The README's steps in `clone`, as its user would run them; the service is stopped after."""
+    result = FirstContact(clone=clone, spec=spec, private_mode=clone.parent.stat().st_mode & 0o777)
+    with service(clone, result) as newcomer:
+        if newcomer is None:
+            return result
+        submitted = time.monotonic()
+        cli = subprocess.run(
+            [newcomer.python, "-m", "gpujobs.cli", "submit", spec, "--wait", "-y"], cwd=clone,
+            env=newcomer.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False,
+        )  # fmt: skip
+        result.job_s = time.monotonic() - submitted
+        result.exit_code = cli.returncode
+        result.output = cli.stdout + cli.stderr
+    return result
+
+
+def run_curl(clone: Path, *, timeout_s: float = JOB_TIMEOUT_S) -> FirstContact:
+    """The README's job over plain HTTP: its curl body, with its headers and the token from
+    where its line reads it, then the job polled until it ends. `exit_code` is 0 when it
+    SUCCEEDED; `output` holds the job as shown at the end and its events."""
+    result = FirstContact(
+        clone=clone, spec="README curl", private_mode=clone.parent.stat().st_mode & 0o777
+    )
+    with service(clone, result) as newcomer:
+        if newcomer is None:
+            return result
+        credentials = Path(newcomer.env["HOME"]) / ".config" / "gpujobs" / "credentials.json"
+        token = json.loads(credentials.read_text())["token"]
+        headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "first-try"}
+        submitted = time.monotonic()
+        with httpx.Client(base_url=f"http://127.0.0.1:{newcomer.port}", headers=headers) as api:
+            job = api.post("/v1/jobs", json=readme_curl_body()).raise_for_status().json()
+            while job["status"] not in ENDED and time.monotonic() - submitted < timeout_s:
+                time.sleep(1.0)
+                job = api.get(f"/v1/jobs/{job['id']}").raise_for_status().json()
+            events = api.get(f"/v1/jobs/{job['id']}/events").json()
+            if job["status"] not in ENDED:  # its trainer would outlive the service
+                api.post(f"/v1/jobs/{job['id']}/cancel")
+                with contextlib.suppress(AssertionError):  # the job as it was is the result
+                    wait_for(
+                        lambda: api.get(f"/v1/jobs/{job['id']}").json()["status"] in ENDED,
+                        timeout=CANCEL_TIMEOUT_S,
+                        what="the job to be cancelled",
+                    )
+        result.job_s = time.monotonic() - submitted
+        result.exit_code = 0 if job["status"] == "SUCCEEDED" else 1
+        result.output = json.dumps({"job": job, "events": events}, indent=1)
+    return result
+
+
+ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+def readme_curl_body(readme: Path = ROOT / "README.md") -> dict[str, object]:
+    """The body of the README's `curl -X POST .../v1/jobs`, as a reader copies it."""
+    text = readme.read_text()
+    command = text[text.index("curl -s -X POST") :]
+    quoted = command[command.index("-d '") + len("-d '") :]
+    body: dict[str, object] = json.loads(quoted[: quoted.index("'")])
+    return body
+
+
+@dataclass(frozen=True)
+class Newcomer:
+    """The service a newcomer started, and how they reach it."""
+
+    python: str
+    port: int
+    env: dict[str, str]
+
+
+@contextmanager
+def service(clone: Path, result: FirstContact) -> Iterator[Newcomer | None]:
+    """What `make run` starts in `clone`, as its user; None when it never served (its log is
+    then `result.output`). Stopped after; what ran is recorded in `result`."""
     home = clone.parent / "home"  # the newcomer's $HOME, beside the clone, as private
     home.mkdir(mode=0o700, exist_ok=True)
     python = str(clone / ".venv" / "bin" / "python")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
     env |= {"HOME": str(home), "GPUJOBS_PORT": str(port), "PYTHONUNBUFFERED": "1"}
-    result = FirstContact(clone=clone, spec=spec, private_mode=clone.parent.stat().st_mode & 0o777)
     log = open(clone.parent / "server.log", "wb")  # noqa: SIM115 - the server's, closed below
     started = time.monotonic()
     server = subprocess.Popen(
@@ -114,16 +189,10 @@ def run(clone: Path, *, spec: str = SPEC) -> FirstContact:
         )
         if server.poll() is not None:
             result.output = (clone.parent / "server.log").read_text()
-            return result
+            yield None
+            return
         result.start_s = time.monotonic() - started
-        submitted = time.monotonic()
-        cli = subprocess.run(
-            [python, "-m", "gpujobs.cli", "submit", spec, "--wait", "-y"], cwd=clone, env=env,
-            capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False,
-        )  # fmt: skip
-        result.job_s = time.monotonic() - submitted
-        result.exit_code = cli.returncode
-        result.output = cli.stdout + cli.stderr
+        yield Newcomer(python=python, port=port, env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -134,7 +203,6 @@ def run(clone: Path, *, spec: str = SPEC) -> FirstContact:
         log.close()
         _what_ran(result, clone=clone)  # a failed run's trainers' directories are cleaned too
         result.output += "\n--- server ---\n" + (clone.parent / "server.log").read_text()[-4000:]
-    return result
 
 
 def _serving(port: int) -> bool:

@@ -25,21 +25,30 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 import httpx
-import yaml
-from pydantic import ValidationError
 
 from gpujobs import config, errors
 from gpujobs import operations as ops
 from gpujobs.operations import Operation, StatusFilter, pick_checkpoint
 from gpujobs.plans import Estimate, OfferList
 from gpujobs.resources import Artifacts, Deployment, Job, JobAttempt, JobEvent
-from gpujobs.spec import CapacityType, JobSpec
+from gpujobs.spec import CapacityType
+from gpujobs.spec_files import SpecSource
+
+# load_spec stays importable from here, where SDK users found it.
+from gpujobs.spec_files import load_spec as load_spec
 from gpujobs.usage import Budget, UsageGroupBy, UsageReport
 from gpujobs.version import __version__
 
 T = TypeVar("T")
-SpecSource = JobSpec | dict[str, Any] | str | Path
 ProgressCallback = Callable[[Job], None]
+
+
+def _seen(job: Job) -> tuple[object, ...]:
+    """What `on_progress` reports a change of: where the job is and why, its steps, its
+    attempts; not its cost, which grows with every poll while it runs."""
+    return (job.status, job.status_reason, job.progress, job.attempts, job.preemptions)
+
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -59,33 +68,6 @@ class RetryPolicy:
                 pass
         ceiling = min(self.max_backoff, self.backoff * (2**attempt))
         return random.uniform(0, ceiling)  # full jitter
-
-
-def load_spec(source: SpecSource) -> JobSpec:
-    """A JobSpec from a model, a dict, or a YAML/JSON file path, checked against the contract."""
-    if isinstance(source, JobSpec):
-        return source
-    if isinstance(source, str | Path):
-        path = Path(source).expanduser()
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as error:
-            raise errors.InvalidSpec(
-                f"cannot read {path}: {error.strerror or error}", code="unreadable_spec"
-            ) from error
-        except yaml.YAMLError as error:
-            raise errors.InvalidSpec(
-                f"{path} is not valid YAML: {error}", code="invalid_yaml"
-            ) from error
-        if not isinstance(data, dict):
-            raise errors.InvalidSpec(
-                f"{path} must hold a mapping (a job spec)", code="invalid_spec"
-            )
-        source = data
-    try:
-        return JobSpec.model_validate(source)
-    except ValidationError as error:
-        raise errors.from_validation_error(error) from error
 
 
 class _Base:
@@ -250,15 +232,22 @@ class Client(_Base):
         timeout: float | None = None,
         poll: float = 2.0,
         on_progress: ProgressCallback | None = None,
+        on_poll: ProgressCallback | None = None,
     ) -> Job:
         """Poll until the job is SUCCEEDED, FAILED or CANCELLED and return it.
 
-        `on_progress(job)` is called after every poll; `timeout` (seconds) raises WaitTimeout.
+        `on_progress(job)` is called with the first poll's job and then whenever its status,
+        reason, progress or attempts changed; `on_poll(job)` after every poll (a live display);
+        `timeout` (seconds) raises WaitTimeout.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        last: tuple[object, ...] | None = None
         while True:
             current = self.get(job)
-            if on_progress is not None:
+            if on_poll is not None:
+                on_poll(current)
+            if on_progress is not None and _seen(current) != last:
+                last = _seen(current)
                 on_progress(current)
             pause = self._wait_pause(current, deadline=deadline, timeout=timeout, poll=poll)
             if pause is None:
@@ -451,10 +440,14 @@ class AsyncClient(_Base):
         poll: float = 2.0,
         on_progress: Callable[[Job], None | Awaitable[None]] | None = None,
     ) -> Job:
+        """As `Client.wait`: `on_progress` (which may be async) on the first poll and on each
+        change."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        last: tuple[object, ...] | None = None
         while True:
             current = await self.get(job)
-            if on_progress is not None:
+            if on_progress is not None and _seen(current) != last:
+                last = _seen(current)
                 result = on_progress(current)
                 if isinstance(result, Awaitable):
                     await result

@@ -40,9 +40,10 @@ def cmd_offers(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+# The instance stays longest: without it, two plans in one zone read as the same row.
 PLAN_COLUMNS = (
-    Column("#"), Column(""), Column("WHERE", wrap=True), Column("INSTANCE", drop=2),
-    Column("GPUS"), Column("CAPACITY"), Column("$/H", drop=3), Column("EXPECTED"),
+    Column("#"), Column(""), Column("WHERE", wrap=True), Column("INSTANCE"),
+    Column("GPUS"), Column("CAPACITY"), Column("$/H", drop=2), Column("EXPECTED"),
     Column("P(MEET)"), Column("FINISH", drop=1), Column("WHY", below=True),
 )  # fmt: skip
 

@@ -10,16 +10,17 @@ from gpujobs import errors
 from gpujobs.cli import layout, render
 from gpujobs.cli.common import JOB_NOT_SUCCEEDED, NOT_SUBMITTED, OK, output_width, say_simulated
 from gpujobs.cli.layout import Column
-from gpujobs.client import Client
+from gpujobs.client import Client, load_spec
 from gpujobs.resources import Job, JobStatus
+from gpujobs.spec import JobSpec
 
 
-def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
+def _confirm_plan(client: Client, args: argparse.Namespace, spec: JobSpec) -> bool:
     """Show where the scheduler would run the job now and what it is quoted, as `dstack apply`
     does; ask on a terminal. Without a terminal (scripts, CI) the plan is shown and submitted."""
     width = output_width(args, sys.stderr)
     try:
-        estimate = client.estimate(args.file)
+        estimate = client.estimate(spec)
     except errors.InvalidSpec as error:  # e.g. no estimated_hours: nothing to price it by
         message = f"no quote ({error.message}); the scheduler prices it once it runs"
         layout.write_wrapped(sys.stderr, message, width)
@@ -42,12 +43,13 @@ def _confirm_plan(client: Client, args: argparse.Namespace) -> bool:
 
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    spec = load_spec(args.file)  # a file that is no spec is refused before any request
     # Said before the plan, the quote and the placements it qualifies.
     simulated = say_simulated(client.deployment(), args, sys.stderr)
-    if not args.yes and not _confirm_plan(client, args):
+    if not args.yes and not _confirm_plan(client, args, spec):
         sys.stderr.write("not submitted (-y submits without asking)\n")
         return NOT_SUBMITTED
-    job = client.submit(args.file, idempotency_key=args.idempotency_key)
+    job = client.submit(spec, idempotency_key=args.idempotency_key)
     width = output_width(args, sys.stderr)
     if args.yes and job.quote is not None:
         # Nothing was shown before: the quote admission recorded (and holds of the budget).
@@ -67,7 +69,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
             job.id,
             timeout=args.timeout,
             poll=args.poll,
-            on_progress=lambda current: watch.update(current, client.events(current.id)),
+            on_poll=lambda current: watch.update(current, client.events(current.id)),
         )
     finally:
         bar.finish()
@@ -167,7 +169,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
                 render.money(a.price_per_hour),
                 render.when(a.started_at),
                 render.when(a.ended_at),
-                a.end_reason,
+                render.words(a.end_reason),
                 render.money(a.cost),
             )
             for a in attempts
@@ -186,7 +188,7 @@ def cmd_show(client: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_logs(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     chunks = client.logs(args.job_id, follow=True) if args.follow else [client.logs(args.job_id)]
-    lines = render.LogLines(out, as_json=args.json)
+    lines = render.LogLines(out, as_json=args.json, width=output_width(args, out))
     for chunk in chunks:
         lines.feed(chunk)
     lines.close()
@@ -211,7 +213,8 @@ def cmd_events(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         (
             render.when(e.at, seconds=True),
             f"{e.from_status.value if e.from_status else '-'} -> {e.to_status.value}",
-            e.reason,
+            # "running" beside "SCHEDULED -> RUNNING" says nothing the change does not.
+            "" if (e.reason or "").lower() == e.to_status.value.lower() else e.reason,
             render.event_figures(e.data),
         )
         for e in events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -113,8 +114,27 @@ def _share(cols: list[Column], natural: list[int], shown: list[int], width: int)
     return widths
 
 
+def cell_lines(text: str, width: int) -> list[str]:
+    """A cell in lines of at most `width`: prose at its spaces; a name (`gcp/us-east4/us-east4-a`)
+    after a `/` or `-`, so no part of it is cut mid-word unless it alone is wider."""
+    if len(text) <= width or " " in text:
+        return wrapped(text, width)
+    lines = [""]
+    for segment in re.findall(r"[^/]+/?|/", text):
+        # After a `/` first (`aws/ap-south-1/` over `aps1-az3`); a segment wider than the
+        # column after its `-`s; a part wider still, cut.
+        parts = [segment] if len(segment) <= width else re.findall(r"[^-]+-?|-", segment)
+        for part in parts:
+            if lines[-1] and len(lines[-1]) + len(part) > width:
+                lines.append("")
+            lines[-1] += part
+            while len(lines[-1]) > width:
+                lines[-1:] = [lines[-1][:width], lines[-1][width:]]
+    return lines
+
+
 def _row(out: TextIO, texts: list[str], widths: dict[int, int], shown: list[int]) -> None:
-    parts = [wrapped(t, widths[i]) for t, i in zip(texts, shown, strict=True)]
+    parts = [cell_lines(t, widths[i]) for t, i in zip(texts, shown, strict=True)]
     for n in range(max(len(p) for p in parts)):
         line = "  ".join(
             (p[n] if n < len(p) else "").ljust(widths[i]) for p, i in zip(parts, shown, strict=True)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from gpujobs import errors
+from gpujobs.cli import layout
 from gpujobs.cli.common import JOB_HELP, PIPE_CLOSED
 from gpujobs.cli.costs import cmd_budget, cmd_estimate, cmd_offers, cmd_usage
 from gpujobs.cli.jobs import (
@@ -201,11 +202,12 @@ def _exit_code(error: errors.GpuJobsError) -> int:
 
 
 def _report(error: errors.GpuJobsError) -> None:
-    sys.stderr.write(f"error: {error.message}\n")
+    width = layout.terminal_width(sys.stderr)  # an error fits the terminal as any line does
+    layout.write_wrapped(sys.stderr, f"error: {error.message}", width)
     lines = [f"{field.field}: {field.reason}" for field in error.fields]
     if any(line not in error.message for line in lines):  # the message summarises a few
         for line in lines:
-            sys.stderr.write(f"  {line}\n")
+            layout.write_wrapped(sys.stderr, f"  {line}", width, indent=6)
     if isinstance(error, errors.Unauthorized):
         sys.stderr.write("  (set GPUJOBS_TOKEN, pass --token, or run `make run` once)\n")
 

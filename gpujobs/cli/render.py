@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from gpujobs.cli.layout import wrapped
 from gpujobs.plans import Plan
+from gpujobs.reasons import EndReason
 from gpujobs.resources import Job, JobEvent, JobStatus, Placement, Quote
 from gpujobs.spec import CapacityType
 
@@ -40,6 +41,11 @@ def reason_text(job: Job) -> str:
     return "" if not reason or reason.lower() == job.status.value.lower() else f" ({reason})"
 
 
+def words(value: str | None) -> str | None:
+    """A stored value as a table writes it: `handed_over` is `handed over`."""
+    return None if value is None else value.replace("_", " ")
+
+
 def when(value: datetime | None, *, seconds: bool = False) -> str:
     if value is None:
         return "-"
@@ -64,13 +70,14 @@ def event_figures(data: dict[str, Any]) -> str:
 
 
 def plan_line(plan: Plan) -> str:
-    """Where and how a job would run: cloud, region/zone, instance, capacity, price, odds."""
+    """Where a job would start: cloud, region/zone, instance, capacity, price. Its odds of the
+    deadline are the quote's, on the line below: that plan's own (it alone to the end, never
+    moving) would be a second P(meet deadline) on one screen."""
     o = plan.offer
     capacity = capacity_name(plan.capacity_type)
     return (
         f"{o.cloud} {o.region}/{o.zone} {plan.nodes}x {o.instance_type} ({o.gpu_count}x "
-        f"{o.gpu_model}) on {capacity} at {money(plan.price_per_hour)}/h, expected "
-        f"{money(plan.expected_cost)}, P(meet deadline) {plan.p_meet_deadline:.0%}"
+        f"{o.gpu_model}) on {capacity} at {money(plan.price_per_hour)}/h"
     )
 
 
@@ -102,11 +109,11 @@ def event_line(event: JobEvent, *, simulated: bool = False) -> str:
         return event.reason  # a note (a standby held, a handover): it says it all
     reason = f": {event.reason}" if event.reason else ""
     if to == JobStatus.SCHEDULED and "offer" in d:
+        # No P(meet deadline): the quote above the bar is the job's; this placement's own
+        # (it alone to the end) would be a second figure for the same question.
         figures = [f"{money(d.get('price_per_hour'))}/h"]
         if "expected_cost" in d:
-            figures.append(f"expected {money(d['expected_cost'])}")
-        if "p_meet_deadline" in d:
-            figures.append(f"P(meet deadline) {d['p_meet_deadline']:.0%}")
+            figures.append(f"expected {money(d['expected_cost'])} to finish there")
         capacity = str(d.get("capacity_type", "")).replace("_", "-")
         placed = "placed (simulated)" if simulated else "placed"
         return f"{attempt} {placed} on {capacity} {d['offer']} ({', '.join(figures)}){reason}"
@@ -115,7 +122,7 @@ def event_line(event: JobEvent, *, simulated: bool = False) -> str:
     if to == JobStatus.PREEMPTED:
         step = f" at step {d['step']}" if d.get("step") is not None else ""
         # The scheduler's own move goes through PREEMPTED too; it is not the cloud's doing.
-        stopped = "stopped to move" if d.get("end_reason") == "migrated" else "preempted"
+        stopped = "stopped to move" if d.get("end_reason") == EndReason.MIGRATED else "preempted"
         return f"{attempt} {stopped}{step}{reason}"
     if to == JobStatus.PENDING and event.from_status is not None:
         resume = d.get("resume_from_step")
@@ -126,22 +133,43 @@ def event_line(event: JobEvent, *, simulated: bool = False) -> str:
 
 def log_line(line: str) -> str:
     """A trainer's JSON line as a person reads it: its time, the event (or the step), then its
-    figures rounded; any other line as it is."""
+    figures rounded, unset ones left out; any other line as it is."""
+    record = _log_record(line)
+    return line if record is None else log_record_text(record)
+
+
+def _log_record(line: str) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
     except ValueError:
-        return line
-    if not isinstance(record, dict):
-        return line
+        return None
+    return record if isinstance(record, dict) else None
+
+
+# A step line's figures, named to fit a line: the data wait as a share, the rate per second.
+LOG_NAMES = {"samples_per_s": "samples/s", "data_wait_fraction": "data_wait"}
+
+
+def log_record_text(record: dict[str, Any]) -> str:
+    record = dict(record)
     stamp = _epoch_text(record.pop("time", None))
     record.pop("attempt_id", None)  # the `=== attempt N ===` line above names the attempt
     event = record.pop("event", None)
     if event is None and "step" in record:
         step, total = record.pop("step"), record.pop("total_steps", None)
         event = f"step {step}" + (f"/{total}" if total is not None else "")
+        if not record.get("checkpoint_stall_s"):
+            record.pop("checkpoint_stall_s", None)  # 0: no checkpoint stalled this window
     message = record.pop("message", None)
     head = f"{event}: {message}" if message is not None else str(event or "")
-    return "  ".join(part for part in (stamp, head, event_figures(record)) if part)
+    figures: dict[str, Any] = {}
+    for key, value in record.items():
+        if value is None:
+            continue  # unset (`checkpoint_every_seconds` where steps set it): nothing to read
+        if key.endswith("_fraction") and isinstance(value, int | float):
+            value = f"{value:.0%}"
+        figures[LOG_NAMES.get(key, key)] = value
+    return "  ".join(part for part in (stamp, head, event_figures(figures)) if part)
 
 
 def _epoch_text(at: Any) -> str:
@@ -155,16 +183,19 @@ def _epoch_text(at: Any) -> str:
 
 class LogLines:
     """Log text as it arrives, a line at a time: for people, each trainer line through
-    `log_line`; with `as_json`, one JSON object per line, tagged with its attempt (from the
+    `log_record_text`, wrapped to `width`, a step line naming the checkpoint only when it is
+    new; with `as_json`, one JSON object per line, tagged with its attempt (from the
     `=== attempt N: ... ===` lines the API puts before each attempt's output)."""
 
     HEADER = re.compile(r"^=== attempt (\d+): (.*) ===$")
 
-    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+    def __init__(self, out: TextIO, *, as_json: bool, width: int | None = None) -> None:
         self.out = out
         self.as_json = as_json
+        self.width = width
         self.partial = ""
         self.attempt: int | None = None
+        self.checkpoint: object = None  # the checkpoint step the last step line named
 
     def feed(self, chunk: str) -> None:
         *lines, self.partial = (self.partial + chunk).split("\n")
@@ -180,12 +211,26 @@ class LogLines:
 
     def _line(self, line: str) -> None:
         header = self.HEADER.match(line)
-        if not self.as_json:
-            self.out.write((line if header else log_line(line)) + "\n")
-        elif header:
-            self.attempt = int(header.group(1))
-        else:
-            self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
+        if header:
+            self.attempt, self.checkpoint = int(header.group(1)), None
+        if self.as_json:
+            if not header:
+                self.out.write(json.dumps({"attempt": self.attempt, "line": line}) + "\n")
+            return
+        record = None if header else _log_record(line)
+        if record is not None and "event" not in record and "checkpoint_step" in record:
+            if record["checkpoint_step"] == self.checkpoint:
+                # Said on an earlier line, with the stall that checkpoint cost.
+                del record["checkpoint_step"]
+                record.pop("checkpoint_stall_s", None)
+            else:
+                self.checkpoint = record["checkpoint_step"]
+        text = line if record is None else log_record_text(record)
+        for part in wrapped(text, self.width, indent=LOG_INDENT):
+            self.out.write(part + "\n")
+
+
+LOG_INDENT = 21  # under the event or step, past the time
 
 
 def short_ids(ids: Sequence[str]) -> dict[str, str]:
@@ -308,8 +353,11 @@ class ProgressBar:
         p = job.progress
         if job.status not in (JobStatus.RUNNING, JobStatus.SUCCEEDED) and job.status_reason:
             # Waiting (or stopped): why, and for how long, matter more than the steps done.
+            # How long it waits; a job that has ended waits for nothing ("CANCELLED 0s").
             lasted = (
-                None if since is None else duration((datetime.now(UTC) - since).total_seconds())
+                None
+                if since is None or job.status.terminal
+                else duration((datetime.now(UTC) - since).total_seconds())
             )
             at_step = None if p is None else f"step {p.step}"
             parts = (lasted, at_step, tail.strip(), job.status_reason)
@@ -379,7 +427,14 @@ class Watch:
                 line = event_line(event, simulated=self.simulated)
                 self.bar.note(f"{when(event.at, seconds=True)}  {line}")
         stale = bool(events) and events[-1].to_status != job.status  # events came in since
-        if job.status_reason and not stale and self.said != (job.status, job.status_reason):
+        # A reason that only repeats the status ("running") says nothing the bar does not.
+        repeats = (job.status_reason or "").lower() == job.status.value.lower()
+        if (
+            job.status_reason
+            and not repeats
+            and not stale
+            and self.said != (job.status, job.status_reason)
+        ):
             self.said = (job.status, job.status_reason)
             deadline = f" (deadline {when(job.deadline_at)} UTC)" if job.deadline_at else ""
             self.bar.note(

@@ -314,7 +314,7 @@ def test_a_team_works_its_jobs_from_the_console(console: Console, tmp_path: Path
         page.wait_for(
             f"document.getElementById('logs').textContent.includes({json.dumps(FIRST_LOG)})"
         )
-        assert "=== attempt 2: on_demand g5.xlarge in use1-az1 ===" in page.js(
+        assert "=== attempt 2: on-demand g5.xlarge in use1-az1 ===" in page.js(
             "document.getElementById('logs').textContent"
         )
         with console.log.open("a") as log:

@@ -47,6 +47,7 @@ class Lines(logging.Handler):
 class Server:
     url: str
     token: str
+    other_token: str  # another team's, with a job of its own
     access_log: Lines
 
 
@@ -58,6 +59,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     upgrade_to_head(engine)
     factory = make_session_factory(engine)
     token = make_team(factory, "team-a")
+    other_token = make_team(factory, "team-b")
     app = create_app(settings, session_factory=factory, nudge=lambda task, job_id: None)
     port = free_port()
     # As production runs it: uvicorn's access log on, at info.
@@ -74,8 +76,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     auth = {"Authorization": f"Bearer {token}"}
     assert httpx.post(f"{url}/v1/jobs", json=job_body("ours"), headers=auth).status_code == 201
+    theirs = {"Authorization": f"Bearer {other_token}"}
+    assert httpx.post(f"{url}/v1/jobs", json=job_body("theirs"), headers=theirs).status_code == 201
     try:
-        yield Server(url=url, token=token, access_log=access_log)
+        yield Server(url=url, token=token, other_token=other_token, access_log=access_log)
     finally:
         runner.should_exit = True
         thread.join(timeout=10)
@@ -107,3 +111,43 @@ def test_a_token_in_the_query_is_not_used(server: Server, tmp_path: Path) -> Non
         assert page.js("localStorage.getItem('gpujobs.token')") is None
         assert server.token not in page.js("location.href")
         assert "#token=" in page.js("document.getElementById('status').textContent")
+
+
+STORED = "localStorage.getItem('gpujobs.token')"
+SWITCH_ASKED = "!document.getElementById('token-switch').hidden"
+
+
+@pytest.mark.parametrize("answer", ["keep", "switch"])
+def test_a_link_with_another_token_asks_before_switching_teams(
+    server: Server, tmp_path: Path, answer: str
+) -> None:
+    """Issue 36, attack 6: a `#token=` link someone sent silently signed the dashboard into the
+    link's team (theirs), where what the user then did went. With a token already stored, the
+    page asks first, and until then uses and keeps the one it had."""
+    with browser(tmp_path / "profile") as page:
+        page.goto(f"{server.url}/dashboard#token={server.token}")
+        page.wait_for(f"{LOADED} && {JOB_NAMES}.length === 1", timeout=30)
+        # Another tab's link, opened in this one (a fragment change) and as a fresh load.
+        for visit in ("hash", "load"):
+            link = f"{server.url}/dashboard#token={server.other_token}&/jobs"
+            if visit == "hash":
+                page.js(f"location.hash = 'token={server.other_token}&/jobs'")
+            else:
+                page.goto("about:blank")  # from another page: a load, not a fragment change
+                page.goto(link)
+            # The page has taken the link in (off the address), and kept its own token.
+            page.wait_for(f"!location.href.includes({server.other_token!r})", timeout=30)
+            assert page.js(STORED) == server.token
+            page.wait_for(SWITCH_ASKED, timeout=30)
+            page.wait_for(LOADED, timeout=30)
+            assert page.js(JOB_NAMES) == ["ours"]  # still the stored token's team
+        page.js(f"document.getElementById('token-switch-{'no' if answer == 'keep' else 'yes'}')"
+                ".click()")  # fmt: skip
+        page.wait_for(f"!({SWITCH_ASKED})", timeout=30)
+        expected = {"keep": (server.token, ["ours"]), "switch": (server.other_token, ["theirs"])}
+        page.wait_for(f"{LOADED} && {JOB_NAMES}[0] === {expected[answer][1][0]!r}", timeout=30)
+        assert (page.js(STORED), page.js(JOB_NAMES)) == expected[answer]
+        # The same token again asks nothing.
+        page.goto(f"{server.url}/dashboard#token={expected[answer][0]}")
+        page.wait_for(f"{LOADED} && {JOB_NAMES}.length === 1", timeout=30)
+        assert not page.js(SWITCH_ASKED)

@@ -161,6 +161,17 @@ def test_submit_wait_exits_1_when_the_job_is_cancelled(
     assert "cancelled: cancelled by user" in progress  # each event gets a line above the bar
 
 
+def test_the_submit_screen_gives_one_chance_of_the_deadline_the_quotes(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = gpujobs("submit", str(EXAMPLES / "first-run.yaml"))  # no terminal: submitted
+    shown = capsys.readouterr().err
+    assert code == 0
+    assert "plan: " in shown and "quote (the policy as it will run)" in shown
+    [odds] = [line for line in shown.splitlines() if "P(meet deadline)" in line]
+    assert odds.startswith("quote ")
+
+
 def test_event_lines_say_where_the_job_went_and_why() -> None:
     def event(to: str, frm: str | None, reason: str, **data: object) -> JobEvent:
         return JobEvent(id=1, job_id="j", at=datetime.now(UTC), from_status=frm, to_status=to,
@@ -171,9 +182,10 @@ def test_event_lines_say_where_the_job_went_and_why() -> None:
         offer="aws:use1-az1:g5.xlarge:A10Gx1", capacity_type="spot", price_per_hour=0.45,
         expected_cost=1.234, p_meet_deadline=0.97,
     )  # fmt: skip
+    # The job's P(meet deadline) is its quote's; this placement's own would be a second one.
     assert render.event_line(placed) == (
-        "attempt 2 placed on spot aws:use1-az1:g5.xlarge:A10Gx1 ($0.45/h, expected $1.23, "
-        "P(meet deadline) 97%): spot: cheapest expected cost while slack remains"
+        "attempt 2 placed on spot aws:use1-az1:g5.xlarge:A10Gx1 ($0.45/h, expected $1.23 to "
+        "finish there): spot: cheapest expected cost while slack remains"
     )
     preempted = event("PREEMPTED", "RUNNING", "spot capacity was reclaimed", attempt=2, step=32)
     assert render.event_line(preempted) == (
@@ -321,7 +333,7 @@ def test_logs_print_lines_for_people_and_the_raw_lines_with_json(
     assert code == 0 and header.startswith("=== attempt 1:")
     assert lines == [
         "2025-01-01 12:00:00  start  step=0 total_steps=6000 device=cpu",
-        "2025-01-01 12:00:03  step 500/6000  loss=2.346 samples_per_s=1235",
+        "2025-01-01 12:00:03  step 500/6000  loss=2.346 samples/s=1235",
         "2025-01-01 12:00:04  note: resuming on 2 ranks",
         "Traceback (most recent call last):",
     ]
@@ -329,6 +341,38 @@ def test_logs_print_lines_for_people_and_the_raw_lines_with_json(
     assert [json.loads(line) for line in out.splitlines()] == [
         {"attempt": 1, "line": line} for line in raw
     ]
+
+
+def test_log_lines_fit_80_columns_without_none_or_a_repeated_checkpoint(
+    env: dict[str, str], api: LiveApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a trainer writes (its start line names an unset interval), read at 80 columns:
+    every line fits, nothing reads `None`, and a step line names the checkpoint only when it is
+    new."""
+    with Client() as gj:
+        job = gj.submit(GPT_SMALL)
+    start = {
+        "event": "start", "time": 1735732800.1, "step": 0, "total_steps": 6000,
+        "world_size": 1, "device": "cpu", "amp": "off", "checkpoint_every_steps": 500,
+        "checkpoint_every_seconds": None, "deterministic": False, "compiled": False,
+    }  # fmt: skip
+    steps = [
+        {"time": 1735732800.0 + step, "step": step, "total_steps": 6000, "loss": 2.4813,
+         "samples_per_s": 49.17, "data_wait_fraction": 0.001186,
+         "checkpoint_stall_s": 0.08 if step > 500 else 0,
+         "checkpoint_step": 500 if step > 500 else None}
+        for step in (400, 600, 700)
+    ]  # fmt: skip
+    raw = [json.dumps(line) for line in (start, *steps)]
+    api.finish_with_log(job.id, "\n".join(raw) + "\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out = gpujobs("logs", job.id)
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "None" not in out and "checkpoint_every_seconds" not in out
+    assert out.count("checkpoint_step=500") == 1, out  # on step 600's line, not again on 700's
+    assert out.count("checkpoint_stall_s=0.08") == 1, out  # that checkpoint's, with it
+    assert "2025-01-01 12:11:40  step 700/6000  loss=2.481 samples/s=49.17 data_wait=0%\n" in out
 
 
 def test_the_progress_bar_redraws_one_line_on_a_terminal() -> None:

@@ -7,7 +7,7 @@ import io
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from api.models import Job as JobRow
 from api.models import utcnow
 from gpujobs.cli import render
 from gpujobs.client import Client, load_spec
-from gpujobs.resources import Job, JobStatus, Progress
+from gpujobs.resources import Job, JobEvent, JobStatus, Progress
 from tests.sdk.server import LiveApi
 from tests.sdk.test_cli import EXAMPLES, GPT_SMALL, gpujobs
 
@@ -237,3 +237,88 @@ def test_a_closed_output_pipe_ends_every_command_quietly(
 
 def test_durations_read_at_a_glance() -> None:
     assert [render.duration(s) for s in (-3, 42.9, 185, 7620)] == ["0s", "42s", "3m05s", "2h07m"]
+
+
+def test_wait_never_notes_a_reason_that_repeats_the_status() -> None:
+    """A note (a standby held) leaves the job RUNNING with the reason `running`: the next poll
+    must not print `running: running` under it."""
+    screen = io.StringIO()
+    watch = render.Watch(render.ProgressBar(screen, columns=80))
+    now = datetime.now(UTC)
+    job = Job.model_validate(
+        {"id": "j", "team": "t", "name": "first-run", "status": "RUNNING",
+         "status_reason": "running", "spec": load_spec(FIRST_RUN).model_dump(),
+         "created_at": now, "updated_at": now, "attempts": 1}
+    )  # fmt: skip
+    held = "standby on spot aws:ape1-az3:g4dn.xlarge:T4x1 at $0.09/h beside attempt 1"
+    note = JobEvent(id=3, job_id="j", at=now, from_status=JobStatus.RUNNING,
+                    to_status=JobStatus.RUNNING, reason=held, data={"attempt": 1})  # fmt: skip
+    watch.update(job, [note])
+    watch.update(job, [note])
+    shown = screen.getvalue()
+    assert held.split(" at ")[0] in shown
+    assert "running: running" not in shown, shown
+
+
+def test_an_error_fits_80_columns_and_an_ended_job_waits_for_nothing(
+    env: dict[str, str], api: LiveApi, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with Client() as gj:
+        job = gj.submit(GPT_SMALL)
+    api.finish_with_log(job.id, "done\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    code, _ = gpujobs("cancel", job.id)
+    said = capsys.readouterr().err
+    assert code == 6 and said.startswith("error: ") and "SUCCEEDED" in said
+    assert max(len(line) for line in said.splitlines()) <= 80, said
+    # After Ctrl-C stopped the wait, or a cancel: the bar's last line has no "0s" of waiting.
+    screen = io.StringIO()
+    with Client() as gj:
+        ended = gj.get(job.id).model_copy(
+            update={"status": JobStatus.CANCELLED, "status_reason": "cancelled by user"}
+        )
+    render.ProgressBar(screen, columns=80).update(ended, since=datetime.now(UTC))
+    assert screen.getvalue().split()[:2] != ["CANCELLED", "0s"], screen.getvalue()
+    assert "cancelled by user" in screen.getvalue()
+
+
+def test_estimate_at_80_columns_keeps_the_instance_and_breaks_names_between_words(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out = gpujobs("estimate", GPT_SMALL)
+    assert code == 0
+    lines = out.splitlines()
+    header = lines[0]
+    assert "INSTANCE" in header.split()  # without it two plans in a zone read as one row
+    where, instance = header.index("WHERE"), header.index("INSTANCE")
+    continued = 0
+    for above, line in zip(lines[1:], lines[2:], strict=False):
+        if line[:where].strip() or len(line) <= where or line[where] == " ":
+            continue  # a plan's row, or its reason under it
+        continued += 1
+        cut = above[where:instance].rstrip()
+        assert cut.endswith(("/", "-")), (above, line)  # never mid-word
+    assert continued, out  # the test's catalog has names wider than the column
+
+
+TRANSCRIPT = EXAMPLES.parent / "docs" / "transcripts" / "80-columns.txt"
+
+
+def test_the_80_column_transcript_fits_and_reads_clean() -> None:
+    """docs/transcripts/80-columns.txt, from scripts/transcript_80_columns.py: what a newcomer
+    sees of the first job in an 80-column terminal."""
+    text = TRANSCRIPT.read_text()
+    lines = text.splitlines()
+    for command in ("submit", "show", "events", "logs", "estimate"):
+        assert any(line.startswith(f"$ gpujobs {command} ") for line in lines), command
+    assert max(len(line) for line in lines) <= 80
+    for never in ("None", "running: running", "handed_over", "CANCELLED 0s"):
+        assert never not in text, never
+    steps = [line for line in lines if line[19:].startswith("  step ")]
+    assert steps and len(steps) == len(set(steps))  # no step line twice
+    assert (
+        sum("P(meet deadline)" in line for line in lines[: lines.index("$ gpujobs show first-run")])
+        == 1
+    )

@@ -87,6 +87,17 @@ def test_wait_returns_the_terminal_job_and_reports_progress(gj: Client) -> None:
     assert seen == [JobStatus.PENDING, JobStatus.CANCELLED]
 
 
+def test_on_progress_fires_on_a_change_only_and_on_poll_on_every_poll(gj: Client) -> None:
+    """A job that waits (no scheduler here) does not change: one call, not one per poll."""
+    job = gj.submit(job_body("unchanged"))
+    changes: list[Job] = []
+    polls: list[Job] = []
+    with pytest.raises(errors.WaitTimeout):
+        gj.wait(job.id, timeout=0.5, poll=0.01, on_progress=changes.append, on_poll=polls.append)
+    assert [j.status for j in changes] == [JobStatus.PENDING]
+    assert len(polls) > 3
+
+
 def test_wait_gives_up_after_its_timeout(gj: Client) -> None:
     job = gj.submit(job_body("slow"))
     with pytest.raises(errors.WaitTimeout) as caught:

@@ -117,7 +117,7 @@ def test_logs_are_text_and_follow_streams_chunks(gj: Client, api: LiveApi) -> No
     job = gj.submit(job_body("logged"))
     api.finish_with_log(job.id, "step 1\nstep 2\n")
     text = gj.logs(job.id)
-    assert text.startswith("=== attempt 1: on_demand g4dn.xlarge")
+    assert text.startswith("=== attempt 1: on-demand g4dn.xlarge")
     assert text.endswith("step 1\nstep 2\n")
     assert "".join(gj.logs(job.id, follow=True)) == text  # the job has ended: the stream ends
 

@@ -26,8 +26,11 @@ const state = {
   page: 0,
   logs: null, // AbortController of the running log stream
   job: null, // the job on the job page, as last loaded
+  attempts: [], // its attempts, as last loaded
+  stored: null, // the step of its latest complete checkpoint in the store, once listed
   loading: false,
   deployment: null, // GET /v1/deployment: whether placements and costs are simulated
+  linkedToken: null, // a link's token, other than the stored one, until the user chooses
 };
 
 // ---- token ---------------------------------------------------------------------------------
@@ -35,18 +38,37 @@ const state = {
 // A link carries the token in its fragment, "#token=gpj_...", optionally followed by a route
 // ("#token=gpj_...&/jobs/<id>"): browsers never send a fragment, so it stays out of the
 // server's access log and of proxies. It is kept in localStorage and taken off the address.
+// A link anyone can send must not sign the page into their team unasked: with another token
+// already stored, the link's is held in memory until the user chooses (askToSwitchToken).
 function takeTokenFromFragment() {
   const match = /^#token=([^&]*)&?(.*)$/.exec(window.location.hash);
   if (!match) return;
-  let token = "";
+  let linked = "";
   try {
-    token = decodeURIComponent(match[1]);
+    linked = decodeURIComponent(match[1]);
   } catch {
     // a malformed escape: no token, the page asks for one
   }
-  if (token) localStorage.setItem(TOKEN_KEY, token);
   const route = match[2] ? "#" + match[2] : "";
   history.replaceState(null, "", window.location.pathname + window.location.search + route);
+  if (!linked || linked === token()) return;
+  if (token()) askToSwitchToken(linked);
+  else localStorage.setItem(TOKEN_KEY, linked);
+}
+
+function askToSwitchToken(linked) {
+  state.linkedToken = linked;
+  $("token-switch").hidden = false;
+  $("token-switch-no").focus();
+}
+
+function answerTokenSwitch(use) {
+  const linked = state.linkedToken;
+  state.linkedToken = null;
+  $("token-switch").hidden = true;
+  if (!use || !linked) return;
+  localStorage.setItem(TOKEN_KEY, linked);
+  navigate();
 }
 
 // "?token=" (an older form of the link) reached the server in the request line, and with it the
@@ -348,8 +370,13 @@ async function loadJob(seq, id, first) {
     api(jobPath(id, "/events")),
   ]);
   if (seq !== state.seq) return;
-  const changed = !state.job || state.job.status !== job.status;
+  // The store is listed again when the job says a newer checkpoint completed: its note and the
+  // facts name one step.
+  const changed = !state.job || state.job.id !== job.id || state.job.status !== job.status ||
+    reportedCheckpoint(state.job) !== reportedCheckpoint(job);
+  if (!state.job || state.job.id !== job.id) state.stored = null;
   state.job = job;
+  state.attempts = attempts;
   renderJobHeader(job);
   renderJobFacts(job, attempts);
   renderAttempts(attempts);
@@ -427,23 +454,44 @@ function lostCost(attempts) {
   return total;
 }
 
+function known(value) {
+  return value !== null && value !== undefined;
+}
+
+// What the job's record says: the last report's checkpoint, or the resume point it keeps.
+function reportedCheckpoint(job) {
+  const steps = [job.progress && job.progress.checkpoint_step, job.resume_from_step].filter(known);
+  return steps.length ? Math.max(...steps) : null;
+}
+
+// One checkpoint step for the whole page. The store's listing wins when it is ahead: a trainer
+// stopped (preempted, moved, cancelled) saves a last checkpoint whose report may never reach
+// the API, and a next attempt resumes from the store's latest, not from the record.
+function latestCheckpoint(job) {
+  const steps = [reportedCheckpoint(job), state.stored].filter(known);
+  return steps.length ? Math.max(...steps) : null;
+}
+
+function checkpointText(job) {
+  const step = latestCheckpoint(job);
+  if (step === null) return "none yet";
+  return `step ${step}` + (TERMINAL.includes(job.status) ? "" : " · the next attempt resumes from it");
+}
+
 function renderJobFacts(job, attempts) {
   const lost = attempts.reduce((sum, a) => sum + (a.steps_lost || 0), 0);
   const p = job.progress;
-  const checkpoint = p && p.checkpoint_step !== null && p.checkpoint_step !== undefined;
-  const resumes = job.resume_from_step !== null && job.resume_from_step !== undefined;
   $("job-facts").replaceChildren(
     fact("Job id", job.id),
     fact("Team", job.team),
     fact("Progress", progressText(p)),
-    fact("Last checkpoint", checkpoint ? "step " + p.checkpoint_step : "–"),
+    fact("Checkpoint", checkpointText(job)),
     fact("Deadline", job.deadline_at ? when(job.deadline_at) : "none"),
     fact("Attempts", `${job.attempts} (${job.restarts} restarts, ${job.preemptions} preemptions)`),
     fact("Placement", placement(job.placement)),
     // The server's sum in micro-dollars (a running attempt up to the response), not re-added.
     fact(TERMINAL.includes(job.status) ? "Cost" : "Cost so far", money(job.cost_microusd)),
     fact("Lost work", `${lost} steps` + (lost ? ` · ≈${dollars(lostCost(attempts))} of compute` : "")),
-    fact("Resumes from", resumes ? "step " + job.resume_from_step : "–"),
     fact("Created", when(job.created_at)),
     fact("Updated", when(job.updated_at)),
   );
@@ -456,14 +504,15 @@ function renderAttempts(attempts) {
     const row = element("tr", { data: { attempt: a.id, capacity: a.capacity_type } });
     const took = hoursBetween(a.started_at, a.ended_at);
     cell(row, String(a.number));
-    cell(row, a.capacity_type.replace("_", "-"));
+    // As the CLI marks it: a standby is held beside the running attempt until a handover.
+    cell(row, a.capacity_type.replace("_", "-") + (a.standby ? " standby" : ""));
     cell(row, `${a.cloud} ${a.region} / ${a.zone}`);
     cell(row, `${a.instance_type} · ${a.gpu_count}× ${a.gpu_model}` + (a.nodes > 1 ? ` × ${a.nodes} nodes` : ""));
     cell(row, dollars(a.price_per_hour), true);
     cell(row, when(a.started_at));
     cell(row, a.ended_at ? when(a.ended_at) : a.started_at ? "running" : "–");
     cell(row, took === null ? "–" : hours(took), true);
-    cell(row, a.end_reason || "–");
+    cell(row, a.end_reason ? a.end_reason.replaceAll("_", " ") : "–"); // words: "handed over"
     cell(row, a.resume_from_step === null || a.resume_from_step === undefined ? "0" : String(a.resume_from_step), true);
     cell(row, a.steps_lost === null || a.steps_lost === undefined ? "–" : String(a.steps_lost), true);
     cell(row, costText(attemptCost(a)), true);
@@ -589,11 +638,13 @@ function renderArtifacts(listing) {
   const checkpoints = listing.checkpoints || [];
   const final = checkpoints.find((c) => c.step === listing.final_step);
   const shown = final || checkpoints[checkpoints.length - 1];
+  state.stored = shown ? shown.step : null;
+  if (state.job) renderJobFacts(state.job, state.attempts); // the same step in both places
   $("artifacts-panel").hidden = false;
   $("artifacts-note").textContent = final
     ? `The trained weights: checkpoint at step ${final.step}.`
     : shown
-      ? `No final weights yet; the latest checkpoint is at step ${shown.step}.`
+      ? `No final weights yet; the files of the checkpoint at step ${shown.step}:`
       : "No checkpoint yet.";
   $("artifacts").replaceChildren(...(shown ? shown.files.map(artifactItem) : []));
 }
@@ -942,8 +993,11 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("sign-out").addEventListener("click", () => {
     localStorage.removeItem(TOKEN_KEY);
+    answerTokenSwitch(false);
     askForToken();
   });
+  $("token-switch-yes").addEventListener("click", () => answerTokenSwitch(true));
+  $("token-switch-no").addEventListener("click", () => answerTokenSwitch(false));
   $("refresh").addEventListener("click", () => load());
   $("period").addEventListener("change", () => load({ first: true }));
   $("status-filter").addEventListener("change", onFilterChange);
