@@ -1,4 +1,5 @@
-"""The README's benchmark figures are the results files' figures."""
+"""The benchmark figures in the README (a headline per row) and in docs/benchmarks.md (every
+figure) are the results files' figures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import figures as rows_module
 from benchmarks import readme
 
 
@@ -16,6 +18,38 @@ def test_the_readme_table_is_rendered_from_the_results() -> None:
     assert current == readme.render(current), "run `python -m benchmarks.readme`"
     for name in readme.ROWS:
         assert (readme.RESULTS / f"{name}.json").exists() or name in readme.NOT_YET, name
+
+
+def test_the_docs_table_is_rendered_from_the_results() -> None:
+    current = readme.DOCS.read_text()
+    assert current == readme.render_docs(current), "run `python -m benchmarks.readme`"
+
+
+def test_each_benchmark_has_a_row_in_both_tables() -> None:
+    """A headline per full row, and a result not run yet says so in both."""
+    assert readme.HEADLINES.keys() == readme.ROWS.keys()
+    assert readme.NOT_YET_HEADLINES.keys() == readme.NOT_YET.keys()
+    short, full = readme.short_table(), readme.table()
+    assert short.count("\n") == full.count("\n")
+    for name, row in readme.ROWS.items():
+        title = (
+            row(readme._load(name))[0] if name not in readme.NOT_YET else readme.NOT_YET[name][0]
+        )
+        assert f"| {title} |" in short and f"| {title} |" in full, name
+
+
+def test_a_stale_table_fails_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--check` fails when either file's table differs from the results, and names it."""
+    for name, path in (("README.md", readme.README), ("benchmarks.md", readme.DOCS)):
+        copies = {p: tmp_path / p.name for p in readme.TARGETS}
+        for original, copy in copies.items():
+            copy.write_text(original.read_text())
+        copies[path].write_text(copies[path].read_text().replace("| chaos |", "| chaos? |"))
+        monkeypatch.setattr(readme, "TARGETS", {copies[p]: f for p, f in readme.TARGETS.items()})
+        monkeypatch.setattr(readme, "ROOT", tmp_path)
+        monkeypatch.setattr("sys.argv", ["readme", "--check"])
+        assert readme.main() == 1, name
+        monkeypatch.undo()
 
 
 def _goal_results(tmp_path: Path, **figures: Any) -> None:
@@ -61,7 +95,7 @@ def _goal_results(tmp_path: Path, **figures: Any) -> None:
 
 
 def test_every_spot_goal_met_reads_met(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readme, "RESULTS", tmp_path)
+    monkeypatch.setattr(rows_module, "RESULTS", tmp_path)
     _goal_results(tmp_path)
     goals = readme.spot_goals()
     assert "NOT met" not in goals
@@ -88,7 +122,7 @@ def test_a_spot_goal_missed_reads_not_met_at_a_figure_on_its_side(
 ) -> None:
     """Each goal is judged from its own figure, and the figure is shown with the decimals it
     takes not to round onto the goal (7.96% is not "8.0%: NOT met")."""
-    monkeypatch.setattr(readme, "RESULTS", tmp_path)
+    monkeypatch.setattr(rows_module, "RESULTS", tmp_path)
     _goal_results(tmp_path, **figures)
     goals = readme.spot_goals()
     assert goals.count("NOT met") == 1, goals
@@ -98,7 +132,7 @@ def test_a_spot_goal_missed_reads_not_met_at_a_figure_on_its_side(
 def test_a_point_figure_over_the_goal_with_an_interval_below_it_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readme, "RESULTS", tmp_path)
+    monkeypatch.setattr(rows_module, "RESULTS", tmp_path)
     _goal_results(tmp_path, interval=[-0.0935, -0.0693])
     goals = readme.spot_goals()
     assert (
@@ -110,5 +144,5 @@ def test_a_point_figure_over_the_goal_with_an_interval_below_it_says_so(
 def test_without_spot_results_the_readme_has_no_goals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readme, "RESULTS", tmp_path)
+    monkeypatch.setattr(rows_module, "RESULTS", tmp_path)
     assert readme.spot_goals() == ""
