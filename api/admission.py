@@ -37,6 +37,11 @@ from api.settings import Settings, get_settings
 from gpujobs.resources import FieldError
 from gpujobs.spec import JobSpec
 
+# Quotes are kept in 64-bit micro-dollars. A trillion dollars is past any job a spec may ask
+# for (256 nodes of the dearest offer for the longest planned run come to about $2e8); a figure
+# beyond it comes from an input no bound caught, and is refused as such, never overflowed (500).
+MAX_QUOTE_USD = 1e12
+
 
 class Admission:
     """Callable as `admission(session=..., team_id=..., spec=..., now=...)`; raises a 422."""
@@ -92,6 +97,14 @@ class Admission:
         q = weighed.quote
         if q is None or not math.isfinite(q.hold_cost):
             return None
+        if max(q.expected_cost, q.typical_cost, q.hold_cost) > MAX_QUOTE_USD:
+            reason = (
+                f"the job is quoted at ${q.hold_cost:,.3g}, more than any job can cost here "
+                f"(${MAX_QUOTE_USD:,.0f}); check estimated_hours and the resources"
+            )
+            raise InvalidRequest(
+                reason, fields=[FieldError(field="estimated_hours", reason=reason)]
+            )
         admitted = Admitted(
             quote_cost_microusd=round(q.expected_cost * MICRO),
             quote_typical_microusd=round(q.typical_cost * MICRO),

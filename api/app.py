@@ -18,15 +18,15 @@ from api.catalog import endpoints as catalog
 from api.dashboard import endpoints as dashboard
 from api.database import make_engine, make_session_factory
 from api.estimates import endpoints as estimates
-from api.http import Admission, BodyLimit, install_error_handlers
+from api.http import AdminOnly, Admission, RequestBody, install_error_handlers
 from api.jobs import endpoints as jobs
 from api.jobs.service import AdmissionCheck
 from api.logs import endpoints as job_logs
-from api.logs.followers import Followers
 from api.logs.reader import LogReader
 from api.openapi import install_openapi, operation_id
 from api.reservations import endpoints as reservations
 from api.settings import Settings, get_settings
+from api.team_places import TeamPlaces
 from api.teams import endpoints as teams
 from api.tokens import endpoints as tokens
 from api.usage import endpoints as usage
@@ -65,7 +65,15 @@ def create_app(
     # Quoted with this app's settings (restart time): the scheduler quotes with the same.
     app.state.admission = admission if admission is not None else JobAdmission(settings=settings)
     app.state.logs = logs
-    app.state.log_followers = Followers(limit=settings.log_followers_per_team)
+    app.state.log_followers = TeamPlaces(
+        limit=settings.log_followers_per_team,
+        refusal="this team already follows {limit} log streams; close one or read without "
+        "follow=true",
+    )
+    app.state.estimates = TeamPlaces(
+        limit=settings.estimates_per_team,
+        refusal="this team already has {limit} estimates computing; retry once one is answered",
+    )
     app.state.principals = PrincipalCache(settings.auth_cache_s)
     install_error_handlers(app)
     app.include_router(health.router)
@@ -83,12 +91,17 @@ def create_app(
     app.include_router(teams.router)
     app.include_router(tokens.router)
     install_openapi(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # The last added runs first: a request's body is in before it waits for admission, and an
+    # admin route's caller is checked once it is admitted, before the body is looked at.
+    app.add_middleware(AdminOnly)
     app.add_middleware(
         Admission,
         limit=settings.api_concurrency,
         wait_s=settings.api_queue_wait_s,
         exempt=frozenset({"/healthz"}),
+    )
+    app.add_middleware(
+        RequestBody, max_bytes=settings.max_body_bytes, timeout_s=settings.api_body_timeout_s
     )
     app.add_middleware(metrics.RequestMetrics)
     return app

@@ -74,11 +74,19 @@ def issue_token(
     *,
     team_id: str,
     job_id: str | None = None,
+    attempt_id: str | None = None,
     name: str = "",
     expires_at: datetime | None = None,
 ) -> str:
     """Create a token and return it in clear: the only time it exists in clear."""
-    return issue(session, team_id=team_id, job_id=job_id, name=name, expires_at=expires_at)[1]
+    return issue(
+        session,
+        team_id=team_id,
+        job_id=job_id,
+        attempt_id=attempt_id,
+        name=name,
+        expires_at=expires_at,
+    )[1]
 
 
 def issue(
@@ -86,6 +94,7 @@ def issue(
     *,
     team_id: str,
     job_id: str | None = None,
+    attempt_id: str | None = None,
     name: str = "",
     expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
@@ -94,6 +103,7 @@ def issue(
     row = ApiToken(
         team_id=team_id,
         job_id=job_id,
+        attempt_id=attempt_id,
         token_hash=hash_token(token),
         prefix=token[: len(TOKEN_PREFIX) + 4],
         name=name,
@@ -276,6 +286,16 @@ def record_use(session: Session, *, principal: Principal, now: datetime) -> bool
         .values(last_used_at=now)
     )
     return True
+
+
+def revoke_attempt_tokens(session: Session, *, attempt_id: str, now: datetime) -> None:
+    """An ended attempt's trainer has nothing left to report: a process of it that outlives
+    the attempt (a released one still writing, a preempted one slow to stop) is refused."""
+    session.execute(
+        update(ApiToken)
+        .where(ApiToken.attempt_id == attempt_id, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
 
 
 def revoke_job_tokens(session: Session, *, job_id: str, now: datetime) -> None:

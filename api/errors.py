@@ -50,6 +50,16 @@ class IllegalTransition(Conflict):
     code = "illegal_transition"
 
 
+class RequestTimeout(DomainError):
+    status_code = 408
+    code = "request_timeout"
+
+
+class PayloadTooLarge(DomainError):
+    status_code = 413
+    code = "payload_too_large"
+
+
 class TooManyRequests(DomainError):
     status_code = 429
     code = "too_many_requests"

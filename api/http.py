@@ -29,7 +29,7 @@ from api.auth import (
     use_is_stale,
 )
 from api.database import close_does_io, read_session, transaction
-from api.errors import DomainError, Unavailable
+from api.errors import DomainError, PayloadTooLarge, RequestTimeout, Unavailable
 from api.models import utcnow
 from gpujobs.resources import ErrorBody, ErrorDetail, FieldError
 
@@ -273,6 +273,44 @@ class Admission:
             release()
 
 
+ADMIN_PREFIX = "/v1/admin"
+
+
+class AdminOnly:
+    """Under ADMIN_PREFIX the caller is checked before anything of the request is: a team token
+    that sent a malformed body to an admin route was told what was wrong with the body (422),
+    since FastAPI parses a body before it solves dependencies. Inside admission, as a token's
+    lookup takes a database connection; the endpoints' own check then finds it remembered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(ADMIN_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal: DomainError | None = None
+        try:
+            principal = await get_principal(
+                request, authorization=request.headers.get("authorization")
+            )
+            principal.require_admin()
+        except DomainError as error:
+            refusal = error
+        except (sa_exc.TimeoutError, sa_exc.OperationalError):
+            refusal = Unavailable("the database is busy or unreachable; retry shortly")
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        retry = (
+            []
+            if refusal.retry_after_s is None
+            else [(b"retry-after", b"%d" % refusal.retry_after_s)]
+        )
+        await _send_error(send, refusal, headers=retry)
+
+
 async def _send_error(
     send: Send, error: DomainError, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
@@ -287,39 +325,50 @@ async def _send_error(
     await send({"type": "http.response.body", "body": body.encode()})
 
 
-class BodyLimit:
-    """Refuse bodies over `max_bytes` with 413, whether or not Content-Length is sent."""
+class RequestBody:
+    """Read a request's whole body before the app (and admission) sees it: at most `max_bytes`
+    (413, whether or not Content-Length is sent) within `timeout_s` of its headers (408, and
+    the connection closed). A client that sends its headers and then a byte at a time so
+    holds its own connection and nothing else: no admission place, no thread, no database
+    connection is taken for a request whose body has not arrived."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, timeout_s: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None:
-            # The server enforces Content-Length framing, so the header alone is enough.
-            if declared.isdigit() and int(declared) > self.max_bytes:
-                await self._too_large(send)
-                return
-            await self.app(scope, receive, send)
+        # The server enforces Content-Length framing, so the header alone is enough.
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
             return
-        # A chunked body: read it (at most max_bytes + one chunk) before the app sees it.
         messages: list[Message] = []
         received = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            received += len(message.get("body", b""))
-            if received > self.max_bytes:
-                await self._too_large(send)
-                return
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.timeout_s):
+            while True:
+                message = await receive()
+                messages.append(message)
+                if message["type"] != "http.request":
+                    return  # the client left: nobody to answer
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    await self._too_large(send)
+                    return
+                if not message.get("more_body", False):
+                    break
+        if not messages or messages[-1].get("more_body", False):
+            await _send_error(
+                send,
+                RequestTimeout(
+                    f"the request's body did not arrive within {self.timeout_s:g} s of its headers"
+                ),
+                headers=[(b"connection", b"close")],
+            )
+            return
 
         async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
@@ -327,17 +376,5 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send) -> None:
-        body = ErrorBody(
-            error=ErrorDetail(
-                code="payload_too_large",
-                message=f"request body is larger than {self.max_bytes} bytes",
-            )
-        ).model_dump_json()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body.encode()})
+        error = PayloadTooLarge(f"request body is larger than {self.max_bytes} bytes")
+        await _send_error(send, error, headers=[(b"connection", b"close")])

@@ -19,6 +19,11 @@ _TAINT = re.compile(
 )
 # The same prefix as Settings': each field's name is its environment variable's.
 _CONFIG = SettingsConfigDict(env_prefix="GPUJOBS_", env_file=None, extra="ignore")
+# Processes and threads a job's trainer uid may hold (RLIMIT_NPROC counts threads on Linux):
+# torchrun, 8 ranks with their DataLoader workers and each one's torch, CUDA, NCCL and OpenMP
+# threads, a standby's as many beside them, with room to spare; a sixteenth of the kernel's
+# default pid_max (32768), so one job cannot take the machine's pids.
+TRAINER_MAX_PIDS = 2048
 
 
 class LocalLauncherSettings(BaseSettings):
@@ -61,6 +66,13 @@ class LocalLauncherSettings(BaseSettings):
         200_000, description="Run as root, each job's trainers get their own uid from here."
     )
     trainer_uid_count: int = Field(100_000, description="How many trainer uids (one per job).")
+    trainer_max_pids: int = Field(
+        TRAINER_MAX_PIDS,
+        ge=16,
+        description="Run as root: the processes and threads a job's trainers may hold "
+        "together (RLIMIT_NPROC of its uid), so that a fork bomb fails in the job, not the "
+        "machine. Count threads: a rank with DataLoader workers runs dozens.",
+    )
     trainer_s3_access_key_id: str = Field(
         "", description="S3 keys for trainers (never the server's own): scope them to the prefix."
     )
@@ -80,7 +92,11 @@ class KubernetesLauncherSettings(BaseSettings):
 
     trainer_image: str = "ghcr.io/gpujobs/trainer:latest"
     k8s_namespace: str = "gpujobs"
-    k8s_instance_type_label: str = "node.kubernetes.io/instance-type"
+    k8s_instance_type_label: str = Field(
+        "node.kubernetes.io/instance-type",
+        description="Node label that pins a pod to its offer's instance type; empty for a pool "
+        "whose nodes are all alike (a local cluster).",
+    )
     k8s_capacity_profile: Literal["karpenter", "eks", "gke", "aks", "custom"] = Field(
         "karpenter",
         description="How nodes say spot or on-demand: Karpenter, EKS managed node groups, GKE, "

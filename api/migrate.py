@@ -12,6 +12,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine
 
 
@@ -31,6 +32,12 @@ def alembic_config(url: str | None = None) -> Config:
     if url:
         config.attributes["url"] = url
     return config
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's migration revision; None for a database not migrated yet."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
 
 
 def upgrade_to_head(engine: Engine) -> None:

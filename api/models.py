@@ -82,7 +82,8 @@ class Team(Base):
 
 
 class ApiToken(Base):
-    """A bearer token, stored as its SHA-256 only. Job-scoped tokens belong to one job.
+    """A bearer token, stored as its SHA-256 only. Job-scoped tokens belong to one job, and
+    those issued to a launch to one attempt of it.
     Admin rights never come from a token row: only the configured admin token has them."""
 
     __tablename__ = "api_tokens"
@@ -92,6 +93,8 @@ class ApiToken(Base):
     job_id: Mapped[str | None] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), index=True
     )
+    # The attempt a job token was issued for: revoked when that attempt ends (worker.billing).
+    attempt_id: Mapped[str | None] = mapped_column(String(36), index=True, default=None)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(12))
     name: Mapped[str] = mapped_column(String(100), default="")
@@ -206,8 +209,9 @@ class JobAttempt(Base):
     launched_at: Mapped[datetime | None] = mapped_column(default=None)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
-    end_reason: Mapped[str | None] = mapped_column(String(32), default=None)
-    # Why we asked the attempt to stop ("cancel", "migrate"), so its exit is read correctly.
+    end_reason: Mapped[str | None] = mapped_column(String(32), default=None)  # an EndReason
+    # Why we asked the attempt to stop (a StopReason: gpujobs.reasons), so its exit is read
+    # correctly.
     stop_reason: Mapped[str | None] = mapped_column(String(16), default=None)
     exit_code: Mapped[int | None] = mapped_column(Integer, default=None)
     cost_microusd: Mapped[int | None] = mapped_column(BigInteger, default=None)
@@ -222,7 +226,9 @@ class JobAttempt(Base):
     # (then False). One that ended unpromoted stays True: it never was the job's attempt, but
     # its minutes are on the ledger all the same.
     standby: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    running_at: Mapped[datetime | None] = mapped_column(default=None)  # first seen running
+    # First seen running; a standby's again when it is promoted and begins to train (the
+    # wait for its trainer's first report counts from it: worker.first_report).
+    running_at: Mapped[datetime | None] = mapped_column(default=None)
     ready_at: Mapped[datetime | None] = mapped_column(default=None)  # its trainer first waited
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import stat
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -63,6 +64,49 @@ class Settings(BaseSettings):
     )
     api_queue_wait_s: float = Field(
         10.0, description="Longest a request waits in line before a 503 with Retry-After."
+    )
+    # What one client's connection may hold (api.serving, api.http.RequestBody).
+    api_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Longest a request's headers may take to arrive, counted from the "
+        "connection's start or the previous response; then 408 (an idle connection is closed).",
+    )
+    api_body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest a request's body may take to arrive once its headers are in; then "
+        "408 and the connection closed. Bodies are read whole before a request is admitted.",
+    )
+    api_keep_alive_s: int = Field(
+        5, ge=1, description="Seconds an idle connection is kept between requests."
+    )
+    api_max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request line and headers; more is a 431."
+    )
+    api_connections_per_client: int = Field(
+        50,
+        ge=1,
+        description="Open connections one address may hold (trusted proxies excepted); the "
+        "request of one more is answered 503.",
+    )
+    api_max_connections: int = Field(
+        2000,
+        ge=1,
+        description="Open connections and requests in progress beyond which new requests are "
+        "answered 503 (uvicorn's limit_concurrency).",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (JSON list) of the proxies in front of the API: only "
+        "their X-Forwarded-For and X-Forwarded-Proto are believed, and they are not held to "
+        "api_connections_per_client. Empty: every peer is the client (no proxy headers).",
+    )
+    estimates_per_team: int = Field(
+        2,
+        ge=1,
+        description="Estimates one team may have computing at once (a long one takes seconds "
+        "of CPU); more are answered 429 with Retry-After.",
     )
     auth_cache_s: float = Field(
         5.0,
@@ -128,6 +172,22 @@ class Settings(BaseSettings):
         "a checkpoint once the standby's trainer waits (where the launcher can).",
     )
     launch_timeout_s: float = 600.0
+    first_report_warn_s: float = Field(
+        600.0,
+        gt=0,
+        description="A running attempt whose trainer has not reported progress this long after "
+        "it was first seen running (a hung import, a deadlock, a loader that never yields): its "
+        "job's status and events say so, with its log's last lines. A trainer starts in "
+        "seconds to a few minutes (imports, the model, the data, a checkpoint restored) and "
+        "reports every few seconds from its first steps.",
+    )
+    first_report_fail_s: float = Field(
+        3600.0,
+        gt=0,
+        description="After this long without a first report the attempt is stopped and its "
+        "job FAILED, not retried (a trainer that hung at start hangs again), billed until it "
+        "stopped. Raise both for a trainer that restores a checkpoint of hundreds of GB.",
+    )
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
 
     # Launchers
@@ -142,6 +202,18 @@ class Settings(BaseSettings):
     )
     checkpoint_uri: str = Field("", description="Checkpoint root; empty = `home`/checkpoints.")
     s3_endpoint_url: str = ""
+    storage_credentials: Literal["static", "iam_users"] = Field(
+        "static",
+        description="What S3 keys a trainer gets (docs/security.md). static: the launcher's "
+        "trainer keys (GPUJOBS_TRAINER_S3_*, GPUJOBS_K8S_TRAINER_S3_*), one set for every job, "
+        "or none (IRSA, workload identity). iam_users: an identity per attempt, minted through "
+        "the S3 store's IAM API (SeaweedFS's embedded one, with -s3.iam.readOnly=false) with "
+        "the control plane's own keys, allowed only its job's checkpoint prefix, deleted when "
+        "the attempt ends.",
+    )
+    storage_iam_endpoint_url: str = Field(
+        "", description="iam_users: the IAM API; empty = s3_endpoint_url (SeaweedFS serves both)."
+    )
     trainer_home: Path | None = Field(
         None,
         description="Trainers' directories (attempts, local checkpoints, the runtime they run "
@@ -226,6 +298,19 @@ class Settings(BaseSettings):
         bad = [p for p in value if not valid_prefix(p)]
         if bad:
             raise ValueError(f"not dotted module paths: {bad}")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
+        bad = []
+        for proxy in value:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                bad.append(proxy)
+        if bad:
+            raise ValueError(f"not addresses or networks (e.g. 10.0.0.0/8): {bad}")
         return value
 
     @field_validator("team_workload_module_prefixes")

@@ -74,7 +74,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spec(on_preemption: bool) -> dict[str, Any]:
+def job_spec(on_preemption: bool) -> dict[str, Any]:
     return {
         "name": "recovery-bench",
         "trainer": {
@@ -93,19 +93,23 @@ def _spec(on_preemption: bool) -> dict[str, Any]:
     }
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
+def records_in(lines: list[str]) -> list[dict[str, Any]]:
     """The trainer's JSON lines (its log also holds stderr logging)."""
-    if not path.exists():
-        return []
     out = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in lines:
         if line.startswith("{"):
             with contextlib.suppress(json.JSONDecodeError):
                 out.append(json.loads(line))
     return out
 
 
-def _event(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return records_in(path.read_text(errors="replace").splitlines())
+
+
+def first_event(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     return next((r for r in records if r.get("event") == name), None)
 
 
@@ -219,7 +223,7 @@ def one_run(*, on_preemption: bool, up_s: int, gap_s: int) -> dict[str, Any]:
     try:
         server.start()
         with server.client() as client:
-            response = client.post("/v1/jobs", json=_spec(on_preemption))
+            response = client.post("/v1/jobs", json=job_spec(on_preemption))
             response.raise_for_status()
             job_id = response.json()["id"]
         attempts_dir = server.home / "attempts"
@@ -230,7 +234,7 @@ def one_run(*, on_preemption: bool, up_s: int, gap_s: int) -> dict[str, Any]:
                 raise RuntimeError(f"attempt 1 ended {rows[0].end_reason}\n{_diagnostics(server)}")
             if len(rows) >= 2 and rows[1].launch_handle:
                 log = attempts_dir / rows[1].id / "trainer.log"
-                if _event(_records(log), "first_step") is not None:
+                if first_event(_records(log), "first_step") is not None:
                     return rows
             return None
 
@@ -259,9 +263,9 @@ def _figures(server: Server, rows: list[JobAttempt], *, on_preemption: bool) -> 
     d1 = server.home / "attempts" / first.id
     d2 = server.home / "attempts" / second.id
     log1, log2 = _records(d1 / "trainer.log"), _records(d2 / "trainer.log")
-    preempted = _event(log1, "preempted")
-    resume = _event(log2, "resume")
-    first_step = _event(log2, "first_step")
+    preempted = first_event(log1, "preempted")
+    resume = first_event(log2, "resume")
+    first_step = first_event(log2, "first_step")
     assert preempted is not None and resume is not None and first_step is not None
     notice = float((d1 / "notice").read_text())
     exited = (d1 / "exit_code").stat().st_mtime
@@ -312,7 +316,7 @@ def _import_seconds(module: str, repeats: int = 3) -> float:
     return round(statistics.median(times), 3)
 
 
-def _machine() -> dict[str, Any]:
+def machine_info() -> dict[str, Any]:
     import torch
 
     return {
@@ -382,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             "workload": {"workload": "gpt", "args": TINY_GPT, "batch_size": 8},
             "runs_per_mode": args.runs,
         },
-        "machine": _machine(),
+        "machine": machine_info(),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "recovery.json"

@@ -55,8 +55,7 @@ def trainer_python_path() -> str:
 
 
 def reachable_package(name: str) -> Path:
-    """Where trainers find package `name` of this checkout: the runtime's copy, if it made one."""
-    for entry in trainer_python_path().split(":"):
-        if (Path(entry) / name / "__init__.py").exists():
-            return Path(entry) / name
-    return ROOT / name
+    """Where trainers find package `name` of this checkout: the runtime's copy, if it made one
+    (`<version>/code`, beside the interpreter's `<version>/python/bin/python`)."""
+    copied = Path(trainer_python()).parents[2] / "code" / name
+    return copied if (copied / "__init__.py").exists() else ROOT / name

@@ -57,7 +57,9 @@ class Progress(Resource):
 
 
 class ProgressReport(BaseModel):
-    """What a trainer posts to `/v1/jobs/{id}/progress`."""
+    """What a trainer posts to `/v1/jobs/{id}/progress`. The bounds here hold for any
+    job; the API holds its figures to the job's own (gpujobs.progress), not here, so a trainer
+    building one never fails on its own figures: a report out of them is refused, not a crash."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -97,6 +97,9 @@ def env_key_refusal(key: str) -> str | None:
     return None
 
 
+# The longest run a spec may plan: its deadline_hours and estimated_hours (a leap year).
+MAX_PLANNED_HOURS = 24 * 366
+
 # Datetimes a request may carry: aware, and representable in UTC with room to compute with
 # (a deadline of 9999-12-31T23:59:59-23:59 is in year 10000 once in UTC, which Python cannot hold).
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -310,12 +313,12 @@ class JobSpec(StrictModel):
         None, strict=False, description="Absolute deadline (timezone-aware, before 3000)."
     )
     deadline_hours: float | None = Field(
-        None, gt=0, le=24 * 366, description="Deadline in hours from submission."
+        None, gt=0, le=MAX_PLANNED_HOURS, description="Deadline in hours from submission."
     )
     estimated_hours: float | None = Field(
         None,
         gt=0,
-        le=24 * 366,
+        le=MAX_PLANNED_HOURS,
         description="Expected uninterrupted run time on the requested resources, on the first "
         "of `resources.gpu_models` (an A100 when none is named); the scheduler converts it to "
         "the other models by their speed and refines it from the trainer's measured progress.",
@@ -351,7 +354,9 @@ class JobSpec(StrictModel):
 
     @field_validator("env", mode="wrap")
     @classmethod
-    def _env_keys(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> dict[str, str]:
+    def _env_keys(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> dict[str, str]:
         env: dict[str, str] = handler(value)
         if len(env) > 128:
             raise ValueError("at most 128 environment variables")
@@ -364,6 +369,23 @@ class JobSpec(StrictModel):
             for k in env
             if (r := env_key_refusal(k)) is not None
         ]
+        # A NUL ends a C string: no process environment holds one, so every launch would fail.
+        # A spec stored under older rules still loads; its launch fails the job, saying why.
+        if not (info.context or {}).get("stored"):
+            errors += [
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "env_value",
+                        "{key}: the value holds a NUL character, which no process environment "
+                        "can hold",
+                        {"key": k},
+                    ),
+                    loc=(k,),
+                    input=k,
+                )
+                for k, v in env.items()
+                if "\0" in v
+            ]
         if errors:
             # Located at env.<KEY>, so the 422 names the key itself.
             raise ValidationError.from_exception_data("env", errors)

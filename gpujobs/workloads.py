@@ -104,26 +104,95 @@ def parse_options(options: Iterable[WorkloadOption], args: Mapping[str, Any]) ->
     return values
 
 
+# Every rank of a job holds the whole model (the trainer runs DDP; nothing is sharded): its
+# weights and gradients in fp32 and Adam's two moments, 16 bytes a parameter before a single
+# activation. MAX_PARAMETERS is what one GPU of the largest in the price catalog (B200, 180 GiB)
+# holds at that; a built-in's options may ask for no more, so a model that cannot train anywhere
+# is refused at submit (and again by the trainer, which has no catalog) instead of failing at
+# runtime. tests/test_workloads.py holds it to the catalog.
+BYTES_PER_PARAMETER = 16
+MAX_PARAMETERS = 12_000_000_000
+BYTE_VOCAB = 256  # the gpt workload reads bytes
+
+
 @dataclass(frozen=True)
 class BuiltinWorkload:
     name: str
     description: str
     options: tuple[WorkloadOption, ...]
+    # The model's parameter count from its options (exactly what the trainer builds), and the
+    # option a model too large is reported on.
+    parameters: Callable[[Mapping[str, Any]], int]
+    size_option: str
     # Rules across options that bounds cannot say; returns the problems found.
     rules: Callable[[Mapping[str, Any]], list[OptionProblem]] = field(default=lambda _: [])
 
     def parse(self, args: Mapping[str, Any]) -> dict[str, Any]:
         values = parse_options(self.options, args)
-        problems = self.rules(values)
+        problems = self.rules(values) or self._size(values)
         if problems:
             raise OptionsError(problems)
         return values
+
+    def _size(self, values: Mapping[str, Any]) -> list[OptionProblem]:
+        count = self.parameters(values)
+        if count <= MAX_PARAMETERS:
+            return []
+        return [
+            OptionProblem(
+                self.size_option,
+                f"the model would hold {count:.3g} parameters; one GPU of the largest here "
+                f"trains at most {MAX_PARAMETERS:.3g} ({BYTES_PER_PARAMETER} bytes each: "
+                "weights, gradients and Adam's two moments, on every rank)",
+            )
+        ]
 
 
 def _gpt_rules(values: Mapping[str, Any]) -> list[OptionProblem]:
     if values["n_embd"] % values["n_head"]:
         return [OptionProblem("n_embd", f"must be a multiple of n_head ({values['n_head']})")]
     return []
+
+
+def _gpt_parameters(values: Mapping[str, Any]) -> int:
+    """trainer.workloads.gpt.GPT's: token (tied with the head) and position embeddings, the
+    final norm, and per block two norms, attention (qkv, proj) and the 4x MLP, with biases."""
+    width, layers = values["n_embd"], values["n_layer"]
+    embeddings = width * (BYTE_VOCAB + values["block_size"] + 2)
+    return int(embeddings + layers * (12 * width * width + 13 * width))
+
+
+def _resnet_rules(values: Mapping[str, Any]) -> list[OptionProblem]:
+    # Each stage normalizes in groups of 8 channels (trainer.workloads.resnet.norm): a width
+    # whose stages cannot be split so built a model that failed when the trainer started.
+    width = values["width"]
+    for stage in range(values["stages"]):
+        channels = width * 2**stage
+        if channels > 8 and channels % 8:
+            return [
+                OptionProblem(
+                    "width",
+                    f"stage {stage} would have {channels} channels (width x 2^stage): "
+                    "a stage wider than 8 channels must have a multiple of 8",
+                )
+            ]
+    return []
+
+
+def _resnet_parameters(values: Mapping[str, Any]) -> int:
+    """trainer.workloads.resnet.ResNet's: the stem, two 3x3 convolutions and two GroupNorms a
+    block (a 1x1 shortcut where the shape changes), each stage twice as wide, and the head."""
+    width, per_stage = values["width"], values["blocks_per_stage"]
+    count = 27 * width + 2 * width
+    channels = width
+    for stage in range(values["stages"]):
+        out = width * 2**stage
+        for i in range(per_stage):
+            count += 9 * channels * out + 9 * out * out + 4 * out
+            if (stage > 0 and i == 0) or channels != out:
+                count += channels * out + 2 * out
+            channels = out
+    return int(count + channels * values["num_classes"] + values["num_classes"])
 
 
 GPT = BuiltinWorkload(
@@ -149,6 +218,8 @@ GPT = BuiltinWorkload(
             "corpus_bytes", "int", 1_000_000, "Bytes of corpus to read at most.", 1, 2**40
         ),
     ),
+    parameters=_gpt_parameters,
+    size_option="n_embd",
     rules=_gpt_rules,
 )
 
@@ -164,6 +235,9 @@ RESNET = BuiltinWorkload(
         WorkloadOption("dataset_size", "int", 4096, "Items in the dataset.", 1, 2**40),
         WorkloadOption("data_seed", "int", 0, "Seed of the synthetic data.", 0, 2**32 - 1),
     ),
+    parameters=_resnet_parameters,
+    size_option="width",
+    rules=_resnet_rules,
 )
 
 BUILTIN_WORKLOADS: dict[str, BuiltinWorkload] = {w.name: w for w in (GPT, RESNET)}

@@ -75,6 +75,13 @@ def test_env_keys_follow_an_allowlist_pattern_and_refusals_name_the_key() -> Non
     assert env_key_refusal("X" * 129) is not None
 
 
+def test_an_env_value_with_a_nul_is_refused_by_key_but_a_stored_one_still_loads() -> None:
+    spec = {"name": "a", "trainer": {"steps": 1}, "env": {"OK": "x", "BAD": "a\x00b"}}
+    assert _errors(**spec) == {"env.BAD"}
+    # Stored under older rules: loaded, so that the launcher can fail the job with its reason.
+    assert JobSpec.from_stored(spec).env["BAD"] == "a\x00b"
+
+
 def test_types_are_strict_and_floats_finite_but_enums_and_times_parse_from_strings() -> None:
     assert "trainer.steps" in _errors(name="a", trainer={"steps": "10"})
     assert "trainer.steps" in _errors(name="a", trainer={"steps": True})

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gpujobs import progress
 from gpujobs.client import load_spec
 from gpujobs.workloads import (
     BUILTIN_WORKLOADS,
@@ -91,3 +92,46 @@ def test_problems_are_fields_of_the_spec() -> None:
 def test_the_examples_run_builtins_with_declared_options(path: Path) -> None:
     spec = load_spec(path)
     assert problems(spec.trainer.workload, spec.trainer.args, []) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("gpt", {}),
+        ("gpt", {"n_layer": 3, "n_embd": 48, "n_head": 3, "block_size": 17}),
+        ("resnet", {}),
+        ("resnet", {"width": 24, "stages": 4, "blocks_per_stage": 2, "num_classes": 7}),
+        ("resnet", {"width": 5, "stages": 1, "blocks_per_stage": 3}),
+        ("resnet", {"width": 8, "stages": 1, "num_classes": 3}),
+    ],
+)
+def test_a_builtins_parameter_count_is_the_built_models(name: str, args: dict[str, Any]) -> None:
+    """The count the API bounds at submit is the one the trainer builds (torch counts it)."""
+    torch = pytest.importorskip("torch")
+    from trainer.workloads.gpt import GPT
+    from trainer.workloads.resnet import ResNet
+
+    workload = BUILTIN_WORKLOADS[name]
+    values = workload.parse(args)
+    model: torch.nn.Module
+    if name == "gpt":
+        keys = ("block_size", "n_layer", "n_head", "n_embd", "dropout")
+        model = GPT(**{k: values[k] for k in keys})
+    else:
+        keys = ("width", "blocks_per_stage", "stages", "num_classes")
+        model = ResNet(**{k: values[k] for k in keys})
+    assert workload.parameters(values) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_parameter_cap_fits_the_largest_gpu_in_the_catalog() -> None:
+    """MAX_PARAMETERS is stated in the contract (the trainer checks it without the catalog):
+    it must still be what one GPU of the catalog's largest can train."""
+    from api.pricing.catalog import default_catalog
+    from gpujobs.workloads import BYTES_PER_PARAMETER, MAX_PARAMETERS
+
+    largest = max(o.gpu_memory_gb or 0.0 for o in default_catalog().offers)
+    assert largest * 2**30 >= MAX_PARAMETERS * BYTES_PER_PARAMETER
+    assert 0.9 * largest * 2**30 < MAX_PARAMETERS * BYTES_PER_PARAMETER
+    # A checkpoint's stall is bounded by twice writing that model's state at 100 MB/s.
+    saved = MAX_PARAMETERS * progress.SAVED_BYTES_PER_PARAMETER
+    assert saved / 100e6 <= progress.MAX_CHECKPOINT_STALL_S / 2

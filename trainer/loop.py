@@ -334,7 +334,9 @@ class Trainer:
             return None
         self.stream.close()
         if answer is None:
-            return self._stop_before_training(None)
+            # A notice while standing by: withdrawn, or its spot capacity reclaimed. Either way
+            # it never trained; "preempted step=0 saved=False" read as lost work.
+            self.progress.event("standby_stopped", noticed=True)
         return self._nothing_run(EXIT_PREEMPTED_NO_CHECKPOINT, None, step=0)
 
     def _resume_point(self, store: Store) -> CheckpointState | None:

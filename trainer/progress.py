@@ -79,9 +79,9 @@ class MetricsWindow:
 
 class Publisher:
     """The loop's figures: every `every_s`, at the last step and at a stop, on stdout and to the
-    API; and again, unchanged but for the step, once a checkpoint completes (the scheduler counts
-    lost work and the resume point from it): the same window, at the same `measured_at`, which
-    the server's rate counts once. Only rank 0 publishes."""
+    API; and again to the API, unchanged but for the checkpoint's step, once a checkpoint completes
+    (the scheduler counts lost work and the resume point from it): the same window, at the same
+    `measured_at`, which the server's rate counts once. Only rank 0 publishes."""
 
     def __init__(
         self,
@@ -154,12 +154,15 @@ class Publisher:
         self._last_at = time.monotonic()
 
     def publish_checkpoint(self, checkpoint_step: int | None) -> None:
+        """To the API only: on stdout the step's line is there already, and the `done` or
+        `preempted` line after it names the checkpoint (a second step line read as a repeat)."""
         if self.last is None or not self.enabled:
             return
-        self._send(self.last.model_copy(update={"checkpoint_step": checkpoint_step}))
+        self._send(self.last.model_copy(update={"checkpoint_step": checkpoint_step}), log=False)
 
-    def _send(self, report: ProgressReport) -> None:
-        self.progress.metrics(report)
+    def _send(self, report: ProgressReport, *, log: bool = True) -> None:
+        if log:
+            self.progress.metrics(report)
         if self.reporter is not None:
             self.reporter.update(report)
         self.last = report

@@ -7,16 +7,20 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from api import metrics
+from api.auth import revoke_attempt_tokens
 from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
+from gpujobs.reasons import EndReason
 
 
 def close(
-    session: Session, *, attempt: JobAttempt, job: Job | None, now: datetime, end_reason: str
+    session: Session, *, attempt: JobAttempt, job: Job | None, now: datetime, end_reason: EndReason
 ) -> None:
-    """End the attempt and put it on the ledger: cost = price x the time it held capacity."""
+    """End the attempt and put it on the ledger: cost = price x the time it held capacity.
+    Its job token goes with it."""
     attempt.ended_at = now
     attempt.end_reason = end_reason
+    revoke_attempt_tokens(session, attempt_id=attempt.id, now=now)
     started = attempt.started_at
     attempt.cost_microusd = (
         cost_microusd(price_per_hour=attempt.price_per_hour, started_at=started, ended_at=now)

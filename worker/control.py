@@ -21,6 +21,8 @@ from api.pricing.preemption import Priors, default_priors
 from api.settings import Settings
 from worker.launchers import registry
 from worker.launchers.base import Launcher, drains
+from worker.storage_credentials import StorageCredentials
+from worker.storage_credentials.configure import from_settings as storage_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ class ControlPlane:
     clock: Callable[[], datetime] = utcnow
     budgets: BudgetsQuery = _no_budgets
     reservations: ReservationsQuery = _no_reservations
+    # Mints each attempt's own S3 keys; None: the launcher's static trainer keys, if any.
+    storage: StorageCredentials | None = None
 
 
 def drain_on_shutdown(settings: Settings) -> list[str]:
@@ -73,6 +77,7 @@ def build_control_plane(
         launcher=registry.make_launcher(settings),
         budgets=team_budgets,
         reservations=reservation_pools,
+        storage=storage_from_settings(settings),
     )
 
 

@@ -33,19 +33,12 @@ from api.catalog.repository import mark_outage
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
-from api.placement.repository import STANDBY_WITHDRAWN as STANDBY_WITHDRAWN  # stop and end
+from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
 from worker import repository as repo
 from worker.billing import close, ending
 from worker.control import ControlPlane
 from worker.launchers.base import Observation, ObservedState
-from worker.outcomes import PREEMPTED_EXIT_CODES
-
-HANDOVER = "handover"  # stop_reason of a running attempt handing over to its standby
-HANDED_OVER = "handed_over"  # its end_reason
-STANDBY_STOP = "standby_stop"  # stop_reason of a standby no longer wanted
-STANDBY_STOPPED = "standby_stopped"  # its end_reason
-STANDBY_STUCK = "standby_stuck"  # stop_reason and end_reason of one whose trainer never waited
 
 # What the launcher may still report while an attempt's processes or pods live on.
 STILL_THERE = frozenset({ObservedState.RUNNING, ObservedState.PENDING})
@@ -88,7 +81,7 @@ def observe_standby(
         job.status == JobStatus.RUNNING.value
         and running is not None
         and running.number < standby.number  # the attempt it was held beside, not a later one
-        and running.stop_reason in (None, HANDOVER)
+        and running.stop_reason in (None, StopReason.HANDOVER)
     )
     stuck = (
         standby.ready_at is None
@@ -96,7 +89,7 @@ def observe_standby(
         and now - standby.running_at > timedelta(seconds=cp.settings.launch_timeout_s)
     )
     if not wanted or stuck:
-        standby.stop_reason = STANDBY_STUCK if wanted else STANDBY_STOP
+        standby.stop_reason = StopReason.STANDBY_STUCK if wanted else StopReason.STANDBY_STOP
         if not JobStatus(job.status).terminal:
             why = (
                 f"its trainer did not wait within {cp.settings.launch_timeout_s:.0f} s of "
@@ -118,7 +111,7 @@ def observe_standby(
         and running.started_at is not None
         and running.launch_handle is not None
     ):
-        running.stop_reason = HANDOVER
+        running.stop_reason = StopReason.HANDOVER
         lifecycle.note(
             session,
             job,
@@ -137,7 +130,7 @@ def complete(
     promote the standby in one transaction, or, with no standby left to take over, place the
     job again from its checkpoint."""
     old.exit_code = observation.exit_code
-    close(session, attempt=old, job=job, now=now, end_reason=HANDED_OVER)
+    close(session, attempt=old, job=job, now=now, end_reason=EndReason.HANDED_OVER)
     if JobStatus(job.status) != JobStatus.RUNNING:
         return  # a cancel won the race: the job stays where it is
     standby = repo.open_standby(session, job_id=job.id, for_update=True)
@@ -149,6 +142,7 @@ def complete(
         return
     standby.standby = False
     standby.resume_from_step = job.resume_from_step
+    standby.running_at = now  # it trains from here: its first report is waited for from here
     if standby.started_at is None:
         standby.started_at = standby.launched_at or now
     overlap = cost_microusd(
@@ -191,27 +185,25 @@ def _close_lost(
     (a preemption, no capacity), and a line on the job; the job runs on as it was."""
     state, code = observation.state, observation.exit_code
     # What the launcher saw of the pool is the pool's own news, even for a standby being
-    # stopped: it is learned from (an outage, a preemption). Only an exit code is taken as the
-    # stop's own doing.
+    # stopped: it is learned from (an outage, a preemption). An exit code is the trainer's
+    # word, never a preemption (worker.outcomes).
     if state == ObservedState.NO_CAPACITY:
-        end_reason = "no_capacity"
+        end_reason = EndReason.NO_CAPACITY
     elif state == ObservedState.PREEMPTED:
-        end_reason = "preempted"
-    elif standby.stop_reason == STANDBY_STOP:
-        end_reason = STANDBY_STOPPED
-    elif standby.stop_reason in (STANDBY_STUCK, STANDBY_WITHDRAWN):
-        end_reason = standby.stop_reason
-    elif state == ObservedState.FAILED and code in PREEMPTED_EXIT_CODES:
-        end_reason = "preempted"
+        end_reason = EndReason.PREEMPTED
+    elif standby.stop_reason == StopReason.STANDBY_STOP:
+        end_reason = EndReason.STANDBY_STOPPED
+    elif standby.stop_reason in (StopReason.STANDBY_STUCK, StopReason.WITHDRAWN):
+        end_reason = EndReason(standby.stop_reason)  # stopped and ended for the same reason
     elif state == ObservedState.LOST:
-        end_reason = "lost"
+        end_reason = EndReason.LOST
     else:
-        end_reason = "failed"
+        end_reason = EndReason.FAILED
     standby.exit_code = code
     if standby.started_at is None and state != ObservedState.NO_CAPACITY:
         standby.started_at = standby.launched_at  # it held capacity from its launch all the same
     close(session, attempt=standby, job=job, now=now, end_reason=end_reason)
-    if end_reason == "no_capacity":
+    if end_reason == EndReason.NO_CAPACITY:
         placement = standby.placement
         mark_outage(
             session,
@@ -222,7 +214,7 @@ def _close_lost(
             reason=observation.message or "no capacity",
         )
     if (
-        end_reason in (STANDBY_STOPPED, STANDBY_STUCK, STANDBY_WITHDRAWN)
+        end_reason in (EndReason.STANDBY_STOPPED, EndReason.STANDBY_STUCK, EndReason.WITHDRAWN)
         or JobStatus(job.status).terminal
     ):
         return

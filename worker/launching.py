@@ -8,19 +8,21 @@ handle, which the reconciler launches again, never a second attempt.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from api.auth import issue_token
 from api.database import transaction
+from api.jobs import lifecycle
 from api.jobs import service as jobs
 from api.models import Job, JobAttempt
+from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import JobSpec
 from worker import repository as repo
-from worker.billing import close
+from worker.billing import close, ending
 from worker.control import ControlPlane
-from worker.handover import STANDBY_STOP, STANDBY_STOPPED, STANDBY_WITHDRAWN
-from worker.launchers.base import LaunchRequest
+from worker.launchers.base import LaunchRefused, LaunchRequest
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +40,42 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         ):
             # Its launch failed and its job has ended or moved since, or it was withdrawn before
             # it launched: nothing to stand beside, and no token to issue for it.
-            attempt.stop_reason = attempt.stop_reason or STANDBY_STOP
+            attempt.stop_reason = attempt.stop_reason or StopReason.STANDBY_STOP
             ended = (
-                STANDBY_WITHDRAWN if attempt.stop_reason == STANDBY_WITHDRAWN else STANDBY_STOPPED
+                EndReason.WITHDRAWN
+                if attempt.stop_reason == StopReason.WITHDRAWN
+                else EndReason.STANDBY_STOPPED
             )
             close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=ended)
             return None
         # A fresh job-scoped token per launch: the clear token is never stored, so a retried
-        # launch cannot reuse the first one's.
+        # launch cannot reuse the first one's. It dies with the attempt (worker.billing.close).
         token = issue_token(
-            session, team_id=job.team_id, job_id=job.id, name=f"attempt {attempt.number}"
+            session,
+            team_id=job.team_id,
+            job_id=job.id,
+            attempt_id=attempt.id,
+            name=f"attempt {attempt.number}",
         )
         if job.checkpoint_uri is None:  # its first launch: from now on its checkpoints stay here
             job.checkpoint_uri = jobs.checkpoint_uri(job, settings=cp.settings)
         request = _request(cp, job=job, attempt=attempt, token=token)
+    if cp.storage is not None:
+        try:
+            storage = cp.storage.issue(
+                attempt_id=attempt_id, checkpoint_uri=request.run_config.checkpoint_uri
+            )
+        except Exception:
+            log.exception(
+                "minting the S3 keys of attempt %s failed; the reconciler retries", attempt_id
+            )
+            return None
+        request = replace(request, storage=storage)
     try:
         handle = cp.launcher.launch(request)
+    except LaunchRefused as refused:
+        _refused(cp, attempt_id=attempt_id, why=str(refused))
+        return None
     except Exception:
         log.exception("launch of attempt %s failed; the reconciler retries", attempt_id)
         return None
@@ -68,6 +90,28 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         # or bills what we just started, so stop it.
         stop_attempt(cp, handle=handle)
     return handle
+
+
+def _refused(cp: ControlPlane, *, attempt_id: str, why: str) -> None:
+    """The launcher can never start the attempt: it ends as a configuration error, and its job
+    fails saying why (a standby's job runs on). Retried, each pass minted a job token for a
+    launch that could not happen, and the job stayed SCHEDULED."""
+    log.warning("attempt %s cannot be launched: %s", attempt_id, why)
+    with transaction(cp.factory) as session:
+        attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
+        if attempt is None or attempt.ended_at is not None:
+            return
+        job = repo.job_for_update(session, job_id=attempt.job_id)
+        close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=EndReason.CONFIG_ERROR)
+        if job is None or JobStatus(job.status).terminal:
+            return
+        reason = f"the job cannot be launched as specified, not retried: {why}"
+        if attempt.standby:
+            lifecycle.note(session, job, reason=f"standby attempt {attempt.number}: {reason}")
+            return
+        lifecycle.switch_status(
+            session, job, JobStatus.FAILED, reason=reason, data=ending(attempt, job)
+        )
 
 
 def stop_attempt(cp: ControlPlane, *, handle: str) -> None:

@@ -26,9 +26,10 @@ from api.catalog.repository import mark_outage
 from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
+from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
 from gpujobs.spec import JobSpec
-from worker import handover
+from worker import first_report, handover
 from worker import repository as repo
 from worker.billing import close, ending
 from worker.control import ControlPlane
@@ -36,6 +37,7 @@ from worker.handover import STILL_THERE
 from worker.launchers.base import Observation, ObservedState
 from worker.launching import launch_attempt, stop_attempt
 from worker.outcomes import Outcome, outcome
+from worker.storage_credentials.revocation import revoke_ended
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +56,18 @@ def reconcile_once(cp: ControlPlane) -> int:
         changed += enforce_budgets(cp)
     except Exception:
         log.exception("enforcing budgets failed; next pass retries")
+    if cp.storage is not None:
+        try:
+            revoke_ended(storage=cp.storage, factory=cp.factory)
+        except Exception:
+            log.exception("revoking ended attempts' S3 keys failed; next pass retries")
     return changed
 
 
 # attempt.stop_reason of an attempt stopped for its team's budget, by on_budget_exceeded.
-BUDGET_STOPS: dict[enforcement.OnBudgetExceeded, str] = {
-    "reject": "budget_reject",
-    "defer": "budget_defer",
+BUDGET_STOPS: dict[enforcement.OnBudgetExceeded, StopReason] = {
+    "reject": StopReason.BUDGET_REJECT,
+    "defer": StopReason.BUDGET_DEFER,
 }
 
 
@@ -100,7 +107,10 @@ def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> 
             return 0
         handle = attempt.launch_handle
         created_at = attempt.created_at
-        handing_over = attempt.stop_reason == handover.HANDOVER
+        # Stops asked again on every pass until the attempt has gone: a worker killed between
+        # the mark and the stop, or a stop that did not take, costs one pass (the launcher
+        # keeps the stop's escalation).
+        stopped_by_us = attempt.stop_reason in RESENT_STOPS
     if job_status == JobStatus.CANCELLED.value:
         return _cancel(cp, attempt_id=attempt_id, handle=handle)
     if handle is None:
@@ -110,12 +120,15 @@ def reconcile_attempt(cp: ControlPlane, *, attempt_id: str, job_status: str) -> 
         launch_attempt(cp, attempt_id=attempt_id)
         return 0
     observation = cp.launcher.status(handle)
-    if handing_over and observation.state in STILL_THERE:
-        # Asked again on every pass until it has gone: a worker killed between the mark and
-        # the stop, or a stop that did not take, costs one pass (the launcher keeps the stop's
-        # escalation).
+    if stopped_by_us and observation.state in STILL_THERE:
         stop_attempt(cp, handle=handle)
-    return _apply(cp, attempt_id=attempt_id, observation=observation)
+    changed = _apply(cp, attempt_id=attempt_id, observation=observation)
+    if observation.state == ObservedState.RUNNING:
+        changed += first_report.check(cp, attempt_id=attempt_id)
+    return changed
+
+
+RESENT_STOPS = frozenset({StopReason.HANDOVER, StopReason.NO_FIRST_REPORT})
 
 
 def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
@@ -131,7 +144,7 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
         attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
         if attempt is None or attempt.ended_at is not None:
             return 0
-        attempt.stop_reason = "cancel"
+        attempt.stop_reason = StopReason.CANCEL
         if attempt.started_at is None:
             # Stopped before any pass saw it running: what was launched held capacity from its
             # launch all the same (None: never launched, nothing to bill).
@@ -140,7 +153,7 @@ def _cancel(cp: ControlPlane, *, attempt_id: str, handle: str | None) -> int:
         now = cp.clock()
         # Spot hours run until the cancel still count for the pool's preemption rate: they are
         # read from the closed attempt (api.placement.learning).
-        close(session, attempt=attempt, job=job, now=now, end_reason="cancelled")
+        close(session, attempt=attempt, job=job, now=now, end_reason=EndReason.CANCELLED)
     return 1
 
 
@@ -148,7 +161,7 @@ def _mark_stopping(cp: ControlPlane, *, attempt_id: str) -> None:
     with transaction(cp.factory) as session:
         attempt = repo.attempt_for_update(session, attempt_id=attempt_id)
         if attempt is not None and attempt.ended_at is None and attempt.stop_reason is None:
-            attempt.stop_reason = "cancel"
+            attempt.stop_reason = StopReason.CANCEL
 
 
 def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> int:
@@ -163,7 +176,7 @@ def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> in
             step = handover.observe_standby(
                 session, cp=cp, standby=attempt, job=job, observation=observation, now=now
             )
-        elif attempt.stop_reason == handover.HANDOVER and observation.state not in {
+        elif attempt.stop_reason == StopReason.HANDOVER and observation.state not in {
             *STILL_THERE,
             ObservedState.SUCCEEDED,
         }:
@@ -192,20 +205,31 @@ def _apply_observation(
     now: datetime,
 ) -> int:
     spec = JobSpec.from_stored(job.spec)
-    result = _budget_outcome(
-        observation=observation,
-        job_status=JobStatus(job.status),
-        stop_reason=attempt.stop_reason,
-        reason=job.status_reason,
-    ) or outcome(
-        observation=observation,
-        job_status=JobStatus(job.status),
-        stop_reason=attempt.stop_reason,
-        restarts=job.restarts,
-        max_restarts=spec.max_restarts,
+    result = (
+        _budget_outcome(
+            observation=observation,
+            job_status=JobStatus(job.status),
+            stop_reason=attempt.stop_reason,
+            reason=job.status_reason,
+        )
+        or first_report.outcome(
+            observation=observation,
+            job_status=JobStatus(job.status),
+            stop_reason=attempt.stop_reason,
+            reason=job.status_reason,
+        )
+        or outcome(
+            observation=observation,
+            job_status=JobStatus(job.status),
+            stop_reason=attempt.stop_reason,
+            restarts=job.restarts,
+            max_restarts=spec.max_restarts,
+        )
     )
     if result.started and attempt.started_at is None:
         attempt.started_at = attempt.launched_at or now
+    if observation.state == ObservedState.RUNNING and attempt.running_at is None:
+        attempt.running_at = now  # its trainer's wait for a first report counts from here
     if result.end_reason is None and not result.path:
         return 0
     if result.end_reason is not None:
@@ -213,15 +237,11 @@ def _apply_observation(
         close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
         _observe_capacity(session, cp=cp, attempt=attempt, result=result, now=now)
     _move_job(session, job=job, attempt=attempt, result=result)
-    if result.end_reason == BUDGET_PAUSED:
+    if result.end_reason == EndReason.BUDGET_PAUSED:
         # It waits like a job deferred at submit: the scheduler places it again only when
         # the budget can hold its quote, and it holds it from then on.
         job.holds_budget = False
     return 1
-
-
-BUDGET_STOPPED = "budget_stopped"  # end_reason of an attempt stopped for its team's budget
-BUDGET_PAUSED = "budget_paused"  # likewise, its job waiting for budget
 
 
 def _budget_outcome(
@@ -237,10 +257,10 @@ def _budget_outcome(
     via_running = (JobStatus.RUNNING,) if job_status == JobStatus.SCHEDULED else ()
     if not (reason and reason.startswith(enforcement.BUDGET_EXCEEDED)):
         reason = enforcement.BUDGET_EXCEEDED  # the decision's own words were overwritten
-    if stop_reason == BUDGET_STOPS["defer"]:
+    if stop_reason == StopReason.BUDGET_DEFER:
         path = (*via_running, JobStatus.PREEMPTED, JobStatus.PENDING)
-        return Outcome(BUDGET_PAUSED, path, reason, started=True)
-    return Outcome(BUDGET_STOPPED, (*via_running, JobStatus.FAILED), reason, started=True)
+        return Outcome(EndReason.BUDGET_PAUSED, path, reason, started=True)
+    return Outcome(EndReason.BUDGET_STOPPED, (*via_running, JobStatus.FAILED), reason, started=True)
 
 
 def _observe_capacity(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from api.jobs import repository as jobs
-from api.models import Job, JobAttempt
+from api.models import Job, JobAttempt, JobEvent
 from gpujobs.resources import JobStatus
 
 
@@ -63,6 +64,16 @@ def claimed_job(session: Session, *, job_id: str, token: str) -> Job | None:
     ).first()
 
 
+def last_event_reason(session: Session, *, job_id: str) -> str | None:
+    """The reason of the job's latest event (None without one)."""
+    return session.scalar(
+        select(JobEvent.reason)
+        .where(JobEvent.job_id == job_id)
+        .order_by(JobEvent.id.desc())
+        .limit(1)
+    )
+
+
 def jobs_by_ids(session: Session, *, ids: list[str]) -> list[Job]:
     return list(session.scalars(select(Job).where(Job.id.in_(ids)))) if ids else []
 
@@ -86,6 +97,14 @@ def attempt_for_update(session: Session, *, attempt_id: str) -> JobAttempt | Non
     return session.scalars(
         select(JobAttempt).where(JobAttempt.id == attempt_id).with_for_update()
     ).first()
+
+
+def notes(session: Session, *, job_id: str) -> list[dict[str, Any]]:
+    """The data of the job's events that changed no status (api.jobs.lifecycle.note)."""
+    query = select(JobEvent.data).where(
+        JobEvent.job_id == job_id, JobEvent.from_status == JobEvent.to_status
+    )
+    return list(session.scalars(query))
 
 
 def release_claims(session: Session, *, token: str) -> None:

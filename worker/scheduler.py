@@ -17,12 +17,22 @@ from sqlalchemy.orm import Session
 from api import metrics
 from api.database import read_session, transaction
 from api.jobs import lifecycle
+from api.jobs.lifecycle import capped_reason
 from api.models import Job, JobAttempt, new_id
 from api.placement import decide, world
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby, Withdraw
+from api.placement.decisions import (
+    Decision,
+    Defer,
+    Migrate,
+    Place,
+    Reject,
+    Standby,
+    Unweighable,
+    Withdraw,
+)
 from api.placement.plan import Plan
+from gpujobs.reasons import StopReason
 from gpujobs.resources import JobStatus
-from worker import handover
 from worker import repository as repo
 from worker.control import ControlPlane
 from worker.launchers.base import holds_standby, spot_probe
@@ -40,6 +50,7 @@ class ScheduleResult:
     migrated: int = 0
     standbys: int = 0
     withdrawn: int = 0  # standbys stopped before their handover
+    set_aside: int = 0  # jobs decide() could not weigh, left as they were
     decide_seconds: float = 0.0
 
 
@@ -121,6 +132,10 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
         with transaction(cp.factory) as session:
             result.withdrawn += _apply_withdraw(session, decision=decision)
         return
+    if isinstance(decision, Unweighable):
+        with transaction(cp.factory) as session:
+            result.set_aside += _apply_unweighable(session, decision=decision)
+        return
     if isinstance(decision, Standby):
         with transaction(cp.factory) as session:
             attempt_id = _apply_standby(session, decision=decision)
@@ -167,22 +182,18 @@ def _apply_place(session: Session, *, job: Job, place: Place) -> str:
     attempt = _new_attempt(session, job=job, plan=plan)
     if job.quote_hold_microusd is not None:
         job.holds_budget = True  # a job deferred for budget holds its quote from now on
-    lifecycle.switch_status(
-        session,
-        job,
-        JobStatus.SCHEDULED,
-        reason=place.reason,
-        data={
-            "attempt_id": attempt.id,
-            "attempt": attempt.number,
-            "offer": placement.offer_key,
-            "capacity_type": placement.capacity_type.value,
-            "price_per_hour": placement.price_per_hour,
-            "expected_cost": round(plan.expected_cost, 4),
-            "expected_finish": plan.expected_finish.isoformat(),
-            "p_meet_deadline": round(plan.p_meet_deadline, 4),
-        },
-    )
+    data: dict[str, object] = {
+        "attempt_id": attempt.id,
+        "attempt": attempt.number,
+        "offer": placement.offer_key,
+        "capacity_type": placement.capacity_type.value,
+        "price_per_hour": placement.price_per_hour,
+        "expected_cost": round(plan.expected_cost, 4),
+        "expected_finish": plan.expected_finish.isoformat(),
+    }
+    if not plan.work_assumed:
+        data["p_meet_deadline"] = round(plan.p_meet_deadline, 4)
+    lifecycle.switch_status(session, job, JobStatus.SCHEDULED, reason=place.reason, data=data)
     return attempt.id
 
 
@@ -232,13 +243,28 @@ def _apply_withdraw(session: Session, *, decision: Withdraw) -> int:
     job = session.get(Job, decision.job_id)
     if job is None or running is None or running.stop_reason is not None:
         return 0
-    standby.stop_reason = handover.STANDBY_WITHDRAWN
+    standby.stop_reason = StopReason.WITHDRAWN
     lifecycle.note(
         session,
         job,
         reason=f"standby attempt {standby.number} withdrawn: {decision.reason}",
         data={"standby_attempt": standby.number, "attempt": running.number},
     )
+    return 1
+
+
+def _apply_unweighable(session: Session, *, decision: Unweighable) -> int:
+    """Leave the job as it is (a pending one waits, its claim released with the pass's; a
+    running one runs on) and say why: a pending job's status reason, and an event the first
+    time, not one each pass."""
+    job = repo.job_for_update(session, job_id=decision.job_id)
+    if job is None or JobStatus(job.status).terminal:
+        return 0
+    log.warning("job %s set aside: %s", job.id, decision.reason)
+    if job.status == JobStatus.PENDING.value:
+        job.status_reason = decision.reason
+    if repo.last_event_reason(session, job_id=job.id) != capped_reason(decision.reason):
+        lifecycle.note(session, job, reason=decision.reason, data={"field": decision.field})
     return 1
 
 
@@ -249,7 +275,7 @@ def _apply_migrate(cp: ControlPlane, decision: Migrate) -> bool:
         attempt = repo.open_attempt(session, job_id=decision.job_id, for_update=True)
         if attempt is None or attempt.stop_reason is not None or attempt.launch_handle is None:
             return False
-        attempt.stop_reason = "migrate"
+        attempt.stop_reason = StopReason.MIGRATE
         handle = attempt.launch_handle
         log.info("migrating job %s: %s", decision.job_id, decision.reason)
     stop_attempt(cp, handle=handle)

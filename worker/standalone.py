@@ -13,14 +13,14 @@ import secrets
 import sys
 from pathlib import Path
 
-import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from api.auth import authenticate
 from api.database import make_engine, make_session_factory, transaction
 from api.errors import DomainError
-from api.migrate import upgrade_to_head
+from api.migrate import current_revision, upgrade_to_head
+from api.serving import serve
 from api.settings import Settings
 from api.teams import service as teams
 from gpujobs import config
@@ -100,7 +100,11 @@ def main() -> int:
     settings = Settings()
     settings.make_home()
     engine = make_engine(settings)
+    # One line below, not each migration's docstring: alembic says them at INFO.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    before = current_revision(engine)
     upgrade_to_head(engine)
+    after = current_revision(engine)
     factory = make_session_factory(engine)
     # Only the API holds the admin token; the control loop and its trainers never need it.
     api_settings = ensure_admin_token(settings)
@@ -114,7 +118,8 @@ def main() -> int:
         print("admin token: GPUJOBS_ADMIN_TOKEN")
     else:
         print(f"admin token (operator only, not a team's): {admin_token_file(settings).resolve()}")
-    print(f"database: {settings.sqlalchemy_url()}")
+    migrated = f" (migrated from {before or 'empty'} to {after})" if before != after else ""
+    print(f"database: {settings.sqlalchemy_url()}{migrated}")
     if settings.launcher == "local":
         print(f"trainers' directories: {settings.trainer_home_dir().absolute()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
@@ -130,7 +135,7 @@ def main() -> int:
     )
     loops.start()
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+        serve(app, api_settings, log_level="info")
     finally:
         loops.stop()
     return 0

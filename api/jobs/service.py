@@ -24,6 +24,7 @@ from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.trainer_keys import trainer_keys
 from api.settings import Settings
+from gpujobs import progress as progress_bounds
 from gpujobs.checkpoints import job_checkpoint_uri
 from gpujobs.resources import FieldError, JobStatus, ProgressReport
 from gpujobs.runtime import StandbyAnswer, StandbyCall
@@ -320,6 +321,7 @@ def report_progress(
     current = latest if latest is not None and latest.ended_at is None else None
     if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
         raise Conflict("progress from an attempt that is no longer current")
+    _check_bounds(job, report)
     progress = report.model_dump(mode="json", exclude={"attempt_id"})
     progress["updated_at"] = now.isoformat()
     # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
@@ -327,12 +329,30 @@ def report_progress(
     progress["gpu_model"] = latest.gpu_model if latest is not None else None
     if current is not None:
         progress |= _attempt_rate(current, job.progress or {}, report, now)
+        # Whose report it is: the reconciler waits for an attempt's first (worker.first_report).
+        progress["attempt_id"] = current.id
     job.progress = progress
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s
     if report.checkpoint_step is not None:
         job.resume_from_step = max(job.resume_from_step or 0, report.checkpoint_step)
     return job
+
+
+def _check_bounds(job: Job, report: ProgressReport) -> None:
+    """A 422 naming each figure out of what the machine and the job can be (gpujobs.progress):
+    the scheduler weighs them for the job and prices the team's later jobs by them."""
+    found = progress_bounds.problems(
+        JobSpec.from_stored(job.spec),
+        step=report.step,
+        total_steps=report.total_steps,
+        checkpoint_step=report.checkpoint_step,
+        samples_per_s=report.samples_per_s,
+        checkpoint_stall_s=report.checkpoint_stall_s,
+    )
+    if found:
+        fields = [FieldError(field=name, reason=reason) for name, reason in found]
+        raise InvalidRequest("; ".join(f"{f.field}: {f.reason}" for f in fields), fields=fields)
 
 
 def _attempt_rate(

@@ -25,9 +25,9 @@ from api.database import read_session
 from api.errors import DomainError
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
 from api.jobs import repository, service
-from api.logs.followers import Followers, Lease
 from api.logs.reader import LogChunk, LogReader
 from api.models import Job, JobAttempt
+from api.team_places import Lease, TeamPlaces
 from gpujobs.resources import ErrorBody, JobStatus
 
 POLL_S = 1.0
@@ -80,7 +80,7 @@ def job_logs(
     reader: LogReader | None = request.app.state.logs
     if reader is None:
         raise LogsUnavailable("this API process has no log reader (run it from the worker)")
-    followers: Followers = request.app.state.log_followers
+    followers: TeamPlaces = request.app.state.log_followers
     lease = followers.take(team_id=team_id) if follow else None
     stream = _stream(
         request=request,
@@ -228,7 +228,8 @@ def _load(factory: sessionmaker[Session], job_id: str) -> tuple[list[JobAttempt]
 
 
 def _header(attempt: JobAttempt) -> str:
+    # In words, as `show` writes them: `on-demand`, and a standby said to be one.
+    capacity = attempt.capacity_type.replace("_", "-") + (" standby" if attempt.standby else "")
     return (
-        f"=== attempt {attempt.number}: {attempt.capacity_type} {attempt.instance_type} "
-        f"in {attempt.zone} ===\n"
+        f"=== attempt {attempt.number}: {capacity} {attempt.instance_type} in {attempt.zone} ===\n"
     )

@@ -1,6 +1,15 @@
 """Placement: which capacity each job runs on, decided purely from a snapshot."""
 
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Standby, Withdraw
+from api.placement.decisions import (
+    Decision,
+    Defer,
+    Migrate,
+    Place,
+    Reject,
+    Standby,
+    Unweighable,
+    Withdraw,
+)
 from api.placement.estimate import Estimate, Weighed, estimate
 from api.placement.plan import Plan
 from api.placement.policy import decide
@@ -21,6 +30,7 @@ __all__ = [
     "Reservation",
     "Snapshot",
     "Standby",
+    "Unweighable",
     "Withdraw",
     "Weighed",
     "decide",

@@ -57,4 +57,19 @@ class Withdraw:
     reason: str
 
 
-Decision = Place | Defer | Reject | Migrate | Standby | Withdraw
+@dataclass(frozen=True, slots=True)
+class Unweighable:
+    """A job decide() cannot weigh: a number of its state is out of bounds (a row written before
+    gpujobs.progress's bounds held) or weighing it raised. It is left as it is (pending, or
+    running where it runs) and every other job is decided as if it were not there."""
+
+    job_id: str
+    field: str  # what could not be weighed: `progress.samples_per_s`, `remaining_hours`, ...
+    why: str
+
+    @property
+    def reason(self) -> str:
+        return f"the scheduler cannot weigh this job: {self.field} {self.why}"
+
+
+Decision = Place | Defer | Reject | Migrate | Standby | Withdraw | Unweighable

@@ -12,13 +12,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from api.placement.decisions import Decision, Defer, Migrate, Place, Reject
+from api.placement.decisions import Decision, Defer, Migrate, Place, Reject, Unweighable
 from api.placement.options import Considered, Market, Option, outcome, plan
 from api.placement.plan import Plan
 from api.placement.policy import decide
 from api.placement.quote import Quote, quote
 from api.placement.situation import Situation, hours_until, situation
-from api.placement.snapshot import JobState, Snapshot
+from api.placement.snapshot import JobState, Snapshot, unweighable
 from gpujobs.spec import CapacityType
 
 
@@ -40,6 +40,9 @@ class Estimate:
 
 def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
     """The decision for `job` (pending, in `snapshot` or added to it) and the plans weighed."""
+    found = unweighable(job)
+    if found is not None:
+        return Estimate("reject", Unweighable(job.id, *found).reason, [], None)
     jobs = [j for j in snapshot.jobs if j.id != job.id]
     market = Market(replace(snapshot, jobs=[*jobs, job]))
     # Quoted first: decide() weighs the job's budget by its quote's hold, as it will once the
@@ -49,6 +52,8 @@ def estimate(snapshot: Snapshot, job: JobState, *, limit: int = 20) -> Estimate:
         job = replace(job, quote_usd=quoted.hold_cost)
     snap = replace(snapshot, jobs=[*jobs, job])
     decision = _decision_for(decide(snap), job.id)
+    if isinstance(decision, Unweighable):
+        return Estimate("reject", decision.reason, [], None)
     chosen = decision.plan if isinstance(decision, Place) else None
     if isinstance(decision, Reject):
         quoted = None

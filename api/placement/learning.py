@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from api.pricing.preemption import PreemptionPrior, posterior
+from gpujobs.reasons import EndReason
 
 # Ended so without ever having held capacity: a launch that never completed.
-NEVER_RAN = frozenset({"lost", "no_capacity"})
+NEVER_RAN = frozenset({EndReason.LOST, EndReason.NO_CAPACITY})
 # The pods of one reclaim are told together and end within its notice (AWS gives two minutes,
 # GCP and Azure less), each when its checkpoint is saved: preemptions of a pool each this close
 # to the one before are one reclaim, seen by several jobs.
@@ -45,7 +46,7 @@ class SpotAttempt:
     tried_at: datetime  # when the launch was asked for
     started_at: datetime | None  # None: it never ran
     ended_at: datetime | None  # None: still running (or still launching)
-    end_reason: str | None  # "preempted", "no_capacity", ...
+    end_reason: str | None  # an EndReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +148,10 @@ def pool_history(
     for a in attempts:
         if a.started_at is not None and a.end_reason not in NEVER_RAN:
             ran.append((a.started_at, min(a.ended_at or now, now)))
-            if a.end_reason == "preempted" and a.ended_at is not None:
+            if a.end_reason == EndReason.PREEMPTED and a.ended_at is not None:
                 downs.append(a.ended_at)
                 preempted.append((a.started_at, a.ended_at))
-        elif a.end_reason == "no_capacity":
+        elif a.end_reason == EndReason.NO_CAPACITY:
             downs.append(a.ended_at or a.tried_at)
 
     held = _merged(ran)

@@ -344,4 +344,5 @@ def plan(job: JobState, option: Option, out: Outcome, now: datetime) -> Plan:
         expected_cost=out.expected_cost,
         expected_finish=now + timedelta(hours=min(out.expected_hours, MAX_HOURS)),
         p_meet_deadline=out.p_meet_deadline,
+        work_assumed=job.spec.estimated_hours is None and job.step_seconds is None,
     )

@@ -22,6 +22,10 @@ class Plan:
     expected_cost: float  # marginal USD for the remaining work on this option (0 on reserved)
     expected_finish: datetime
     p_meet_deadline: float
+    # No estimated_hours and no measured rate: the figures rest on the worker's default hours,
+    # and the odds of the deadline would be a guess shown as a measure (0 for a job that may
+    # take minutes), so the event leaves them out.
+    work_assumed: bool = False
 
     @property
     def key(self) -> tuple[str, CapacityType, str | None]:

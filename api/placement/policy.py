@@ -21,6 +21,7 @@ from api.placement.decisions import (
     Place,
     Reject,
     Standby,
+    Unweighable,
     Withdraw,
 )
 from api.placement.options import (
@@ -32,7 +33,7 @@ from api.placement.options import (
 )
 from api.placement.situation import Situation, hours_until, situation
 from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
-from api.placement.snapshot import JobState, Snapshot
+from api.placement.snapshot import JobState, Snapshot, unweighable
 from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
 from api.pricing.cost_model import Outcome
 from gpujobs.spec import CapacityType
@@ -61,10 +62,51 @@ def decide(snapshot: Snapshot) -> list[Decision]:
 
     decisions: list[Decision] = []
     for job in sorted(snapshot.jobs, key=order):
-        decision = _decide_job(rnd, job)
+        decision = _isolated(rnd, job)
         if decision is not None:
             decisions.append(decision)
     return decisions
+
+
+class _NotFinite(ArithmeticError):
+    def __init__(self, field: str, value: float) -> None:
+        super().__init__(field, value)
+        self.field, self.value = field, value
+
+
+def _isolated(rnd: _Round, job: JobState) -> Decision | None:
+    """The job's decision, or Unweighable where its state holds a number out of bounds, where
+    weighing it raises, or where the plan it yields is not a finite figure: one job's state,
+    whoever wrote it, never stops the others' decisions. What it took of the round (reservation
+    slots, budget) before it failed is given back."""
+    found = unweighable(job)
+    if found is not None:
+        return Unweighable(job.id, *found)
+    free, budget = dict(rnd.free), dict(rnd.budget)
+    try:
+        decision = _decide_job(rnd, job)
+        _check_finite(decision)
+    except _NotFinite as bad:
+        rnd.free, rnd.budget = free, budget
+        return Unweighable(job.id, bad.field, f"came to {bad.value}, not a finite number")
+    except Exception as error:  # any error: the point is that it stays this job's
+        rnd.free, rnd.budget = free, budget
+        return Unweighable(job.id, "its state", f"failed to weigh: {type(error).__name__}: {error}")
+    return decision
+
+
+def _check_finite(decision: Decision | None) -> None:
+    to = decision.to if isinstance(decision, Migrate | Standby) else decision
+    if not isinstance(to, Place):
+        return
+    figures = {
+        "expected_cost": to.plan.expected_cost,
+        "p_meet_deadline": to.plan.p_meet_deadline,
+        "checkpoint_every_seconds": to.plan.checkpoint_every_seconds or 1.0,
+    }
+    for name, value in figures.items():
+        if not math.isfinite(value):
+            raise _NotFinite(name, value)
 
 
 def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
@@ -285,7 +327,11 @@ def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
     if _standby_reason(rnd, job, own, spot, verdict, view) is not None:
         return None
     if view is not None and not keeps_fallback(view):
-        why = "the fallback to on-demand would no longer fit after a handover"
+        # What changed since it was held, so the withdrawal follows from the hold.
+        why = (
+            "the fallback to on-demand would no longer fit after a handover: the deadline is "
+            "now too near to risk a preemption on spot"
+        )
     elif sit.hours_left is None:
         why = "without a deadline, the rule would no longer move the job to spot"
     else:
@@ -316,10 +362,12 @@ def _standby_reason(
         step=rnd.snapshot.step_hours,
         price_ratio=sit.terms().price_ratio,
     ):
+        # Why on-demand stays, too: held beside it, the standby read as the rule's reversal.
+        stays = f" (on-demand stays: {verdict.why})" if verdict.choice is Choice.ON_DEMAND else ""
         return (
             f"a standby on spot pays for itself: expected spot run "
             f"{_duration(spot.lifetime_hours)} against a changeover of "
-            f"{_duration(sit.restart_hours)}, hidden while on-demand trains"
+            f"{_duration(sit.restart_hours)}, hidden while on-demand trains{stays}"
         )
     return None
 

@@ -40,6 +40,7 @@ from api.placement.options import Option, interval, work_hours
 from api.placement.situation import Situation
 from api.placement.slack import Choice, SlackView, choose, reserve
 from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from gpujobs.spec import MAX_PLANNED_HOURS
 
 RUNS = 128
 SEED = 20240
@@ -47,6 +48,12 @@ HOLD_PERCENTILE = 0.9
 # Steps per simulated window: the quote's time resolution where nothing forces a finer one
 # (waiting runs up to the reserve exactly; a coarser step only delays a return to spot).
 STEPS = 240
+# The work one run simulates (hours on the job's reference GPU, as JobState counts them): at
+# most the longest a spec may estimate. The rest (work counted
+# from a rate past any bound, in a row written before gpujobs.progress held) is priced on the
+# fallback's terms at once, as a run that outlasts its window is: simulated pool flip by pool
+# flip, 1e300 hours of it kept the quote, and the estimate waiting on it, running for good.
+SIMULATED_WORK_HOURS = float(MAX_PLANNED_HOURS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +180,9 @@ class _Sim:
         self.up = Runs.fit(lifetime, spot.up_cv if spot is not None else 1.0)
         self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
         # Work in hours of the situation's unit GPU (decide()'s: on-demand's, else spot's)
-        self.total_work = job.remaining_hours * sit.unit
+        simulated = min(job.remaining_hours, SIMULATED_WORK_HOURS)
+        self.total_work = simulated * sit.unit
+        self.beyond = (job.remaining_hours - simulated) * sit.unit if simulated > 0 else 0.0
         self.left = sit.hours_left
         horizon = self.left if self.left is not None else max(24.0 * 30, 20.0 * self.total_work)
         self.horizon = horizon
@@ -297,6 +306,12 @@ class _Sim:
                         work = min(self.total_work, work + lost)
                         since_ckpt = 0.0
                         on = Choice.WAIT
+        if self.beyond > 0:
+            fallback = od or spot
+            price = fallback.price_per_hour if fallback is not None else 0.0
+            cost += self.beyond * price
+            billed += self.beyond
+            t += self.beyond
         met = self.left is None or t <= self.left + 1e-9
         return cost, t, met, spot_hours, billed
 

@@ -4,6 +4,7 @@ measured of their checkpoints and of their speed on each GPU."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -12,6 +13,8 @@ from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt
 from api.placement.learning import SpotAttempt
+from gpujobs.progress import MAX_CHECKPOINT_STALL_S
+from gpujobs.reasons import EndReason
 
 
 def spot_attempts(session: Session, *, since: datetime) -> dict[tuple[str, str], list[SpotAttempt]]:
@@ -44,7 +47,9 @@ def learned_checkpoint_costs(
     session: Session, *, keys: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, str], float]:
     """Per (team id, checkpoint key): the checkpoint stall the team's latest job of that key
-    measured; absent when none has. One indexed read per key."""
+    measured; absent when none has. One indexed read per key. A stall out of the bounds a
+    report is held to (a row written before they held) measured nothing: an earlier one
+    stands, as if it had never been reported."""
     found: dict[tuple[str, str], float] = {}
     for team_id, key in sorted(set(keys)):
         stall = session.scalar(
@@ -52,12 +57,13 @@ def learned_checkpoint_costs(
             .where(
                 Job.team_id == team_id,
                 Job.checkpoint_key == key,
-                Job.checkpoint_stall_s.is_not(None),
+                Job.checkpoint_stall_s > 0,
+                Job.checkpoint_stall_s <= MAX_CHECKPOINT_STALL_S,
             )
             .order_by(Job.created_at.desc(), Job.id.desc())
             .limit(1)
         )
-        if stall is not None:
+        if stall is not None and math.isfinite(stall):
             found[(team_id, key)] = stall
     return found
 
@@ -106,7 +112,7 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
         .join(Job, Job.id == JobAttempt.job_id)
         .where(
             JobAttempt.job_id.in_(job_ids),
-            JobAttempt.end_reason == "preempted",
+            JobAttempt.end_reason == EndReason.PREEMPTED,
             JobAttempt.capacity_type == "spot",
             JobAttempt.standby.is_(False),  # a standby lost costs the job nothing
             func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
@@ -120,9 +126,7 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
 
 
 # How a standby that will fail again ends (not a preemption nor no capacity: the pool's own).
-STANDBY_FAILURES = ("failed", "standby_stuck")
-# How one ends that the rule no longer wanted (decide()'s Withdraw; worker.handover uses it).
-STANDBY_WITHDRAWN = "withdrawn"
+STANDBY_FAILURES = (EndReason.FAILED, EndReason.STANDBY_STUCK)
 
 
 def failed_standbys(
@@ -137,7 +141,7 @@ def failed_standbys(
         ended = or_(
             ended,
             and_(
-                JobAttempt.end_reason == STANDBY_WITHDRAWN,
+                JobAttempt.end_reason == EndReason.WITHDRAWN,
                 JobAttempt.ended_at >= withdrawn_since,
             ),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,6 +12,8 @@ from api.pricing.cost_model import CHECKPOINT_COST_SECONDS, RESTART_HOURS
 from api.pricing.gpu_speed import pace, reference_gpu
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
+from gpujobs.progress import MAX_CHECKPOINT_STALL_S
+from gpujobs.progress import samples_per_step as samples_per_step
 from gpujobs.spec import CapacityType, JobSpec
 
 
@@ -60,6 +63,34 @@ class JobState:
     # Spot offers (keys) where a standby of this job failed, or never waited: not tried again
     # for it (an image its spot nodes cannot pull, a GPU too small: such failures repeat).
     no_standby: frozenset[str] = frozenset()
+    # (field, why): a number its row holds out of gpujobs.progress's bounds, found where the row
+    # was read (api.placement.world); decide() sets the job aside without weighing it.
+    cannot_weigh: tuple[str, str] | None = None
+
+
+def unweighable(job: JobState) -> tuple[str, str] | None:
+    """(field, why) for a number of the job's state decide() cannot weigh; None: it can. The
+    state's own figures are held to what a bounded report can yield, whoever built it."""
+    if job.cannot_weigh is not None:
+        return job.cannot_weigh
+    checks: tuple[tuple[str, float | None, float, float], ...] = (
+        ("remaining_hours", job.remaining_hours, 0.0, math.inf),
+        ("checkpoint_cost_seconds", job.checkpoint_cost_seconds, 0.0, MAX_CHECKPOINT_STALL_S),
+        ("step_seconds", job.step_seconds, math.ulp(0.0), math.inf),
+        ("quote_usd", job.quote_usd, 0.0, math.inf),
+        *(
+            (f"gpu_speeds.{m}", v, math.ulp(0.0), math.inf)
+            for m, v in (job.gpu_speeds or {}).items()
+        ),
+    )
+    for name, value, lowest, highest in checks:
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            return name, f"is {value}, not a finite number"
+        if not lowest <= value <= highest:
+            return name, f"is {value:g}, out of [{lowest:g}, {highest:g}]"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +135,6 @@ class Snapshot:
     standby: bool = False
 
 
-def samples_per_step(spec: JobSpec) -> int:
-    """Samples one optimizer step takes over the whole job, as the trainer counts them in the
-    `samples_per_s` it reports: `batch_size` is per GPU, and every GPU runs one rank."""
-    resources, trainer = spec.resources, spec.trainer
-    world_size = resources.nodes * resources.gpus_per_node
-    return trainer.batch_size * trainer.grad_accum_steps * world_size
-
-
 def measured_pace(
     spec: JobSpec, progress: Mapping[str, Any] | None, speeds: Mapping[str, float]
 ) -> float:
@@ -133,9 +156,12 @@ def step_seconds(
     progress = progress or {}
     rate = progress.get("samples_per_s")
     if rate and rate > 0:
-        return float(samples_per_step(spec) / rate) * measured_pace(spec, progress, speeds or {})
+        seconds = samples_per_step(spec) / rate * measured_pace(spec, progress, speeds or {})
+        # NaN (an infinite rate on a GPU of no speed): a step that cannot be timed, set aside
+        # by decide() as the infinite one of a vanishing rate is (unweighable).
+        return math.inf if math.isnan(seconds) else float(seconds)
     total = progress.get("total_steps") or spec.trainer.steps
-    if total and spec.estimated_hours:
+    if total and total > 0 and spec.estimated_hours:
         return float(spec.estimated_hours * 3600.0 / total)
     return None
 

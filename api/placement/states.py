@@ -4,6 +4,7 @@ work a job has left. The scheduler, admission and the estimate all take them fro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,10 +58,17 @@ def remaining_hours(
     done = resume_from_step or 0
     rate = progress.get("samples_per_s")
     if total and rate and rate > 0:
-        steps_per_hour = rate / samples_per_step(spec) * 3600.0
-        hours = float((total - done) / steps_per_hour)
-        return max(0.0, hours * measured_pace(spec, progress, speeds or {}))
+        # A rate or step count past any bound (a row written before gpujobs.progress held)
+        # counts as work that cannot be counted: decide() sets the job aside (math.inf).
+        seconds_per_step = samples_per_step(spec) / rate
+        hours = (total - done) * seconds_per_step / 3600.0
+        return _hours(hours * measured_pace(spec, progress, speeds or {}))
     estimate = spec.estimated_hours or DEFAULT_ESTIMATED_HOURS
     if total:
-        return estimate * max(0.0, 1.0 - done / total)
+        return _hours(estimate * max(0.0, 1.0 - done / total))
     return estimate
+
+
+def _hours(value: float) -> float:
+    """Non-negative hours: NaN (inf - inf, 0 x inf) is work that cannot be counted."""
+    return math.inf if math.isnan(value) else max(0.0, float(value))

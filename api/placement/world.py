@@ -34,6 +34,7 @@ from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
 from api.reservations import repository as reservation_rows
 from api.settings import Settings
+from gpujobs import progress as progress_bounds
 from gpujobs.spec import CapacityType, JobSpec
 
 log = logging.getLogger(__name__)
@@ -257,6 +258,34 @@ def _current(attempt: JobAttempt | None, *, stopping: bool = False) -> Current |
     )
 
 
+def stored_problem(job: Job, spec: JobSpec) -> tuple[str, str] | None:
+    """(field, why) for the first number the job's row holds out of the bounds a progress
+    report is held to (gpujobs.progress): one written before they held, or straight to the
+    database. The scheduler weighs these; None: all are within them."""
+    progress = job.progress
+    if progress is None:
+        progress = {}
+    if not isinstance(progress, dict):
+        return "progress", "is not a progress report"
+    found = [
+        (f"progress.{name}", why)
+        for name, why in progress_bounds.problems(
+            spec,
+            total_steps=progress.get("total_steps"),
+            samples_per_s=progress.get("samples_per_s"),
+        )
+    ]
+    found += progress_bounds.problems(
+        spec,
+        checkpoint_stall_s=job.checkpoint_stall_s,
+        checkpoint_step=job.resume_from_step,
+    )
+    if not found:
+        return None
+    field, why = found[0]
+    return ("resume_from_step" if field == "checkpoint_step" else field), why
+
+
 def job_state(
     job: Job,
     attempt: JobAttempt | None = None,
@@ -271,6 +300,21 @@ def job_state(
     # None unless the measures change the table: a job with its own speeds is ranked anew.
     own = measured.speeds(speeds)
     table = own or speeds
+    stored = stored_problem(job, spec)
+    if stored is not None:
+        # Nothing is derived from the bad number: decide() sets the job aside as it is.
+        return JobState(
+            id=job.id,
+            team=job.team_id,
+            spec=spec,
+            submitted_at=job.created_at,
+            deadline_at=job.deadline_at,
+            remaining_hours=0.0,
+            state="running" if attempt is not None else "pending",
+            current=_current(attempt),
+            team_name=job.team.name if job.team is not None else None,
+            cannot_weigh=stored,
+        )
     return JobState(
         id=job.id,
         team=job.team_id,
@@ -305,10 +349,11 @@ def job_states(
 ) -> list[JobState]:
     """The scheduler's jobs as decide() sees them, pending first: a pending job's spot offers
     that preempted it before its first checkpoint are backed off. A job whose stored spec does
-    not load is left out (logged): one unreadable job must not stop scheduling for everyone.
-    A running job's standby (among `running`) is seen as its `standby`, not as a second job;
-    it holds no new one where one failed or never waited, nor, after `withdrawn_since`, where
-    one was withdrawn."""
+    not load is left out (logged): one unreadable job must not stop scheduling for everyone;
+    one whose row holds a number out of bounds is marked (stored_problem), and decide() sets it
+    aside with the field named. A running job's standby (among `running`) is seen as its
+    `standby`, not as a second job; it holds no new one where one failed or never waited, nor,
+    after `withdrawn_since`, where one was withdrawn."""
     standbys = {job.id: attempt for job, attempt in running if attempt.standby}
     running = [(job, attempt) for job, attempt in running if not attempt.standby]
     found = measures(session, [*pending, *(job for job, _ in running)], speeds=speeds)
@@ -328,22 +373,17 @@ def job_states(
     failed = repository.failed_standbys(
         session, job_ids=[job.id for job, _ in running], withdrawn_since=withdrawn_since
     )
-    return [
-        *waiting,
-        *(
-            replace(
-                job_state(
-                    job,
-                    attempt,
-                    measured=found[job.id],
-                    speeds=speeds,
-                    standby=standbys.get(job.id),
-                ),
-                no_standby=frozenset(failed.get(job.id, ())),
+    states = list(waiting)
+    for job, attempt in running:
+        try:
+            state = job_state(
+                job, attempt, measured=found[job.id], speeds=speeds, standby=standbys.get(job.id)
             )
-            for job, attempt in running
-        ),
-    ]
+        except Exception:
+            log.exception("running job %s cannot be weighed: its stored spec does not load", job.id)
+            continue
+        states.append(replace(state, no_standby=frozenset(failed.get(job.id, ()))))
+    return states
 
 
 def prospective(

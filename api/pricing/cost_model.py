@@ -29,6 +29,9 @@ MIN_CHECKPOINT_SECONDS = 60.0
 # priced null). A trainer checks its interval at step boundaries; no step is this short.
 SHORTEST_CHECKPOINT_SECONDS = 1e-3
 MAX_CHECKPOINT_SECONDS = 24 * 3600.0
+# Beyond this mean count of preemptions P(deadline) is taken from a normal, not summed term by
+# term: a job of absurd work (a rate no bound caught) made the sum run for minutes.
+EXACT_POISSON_MEAN = 10_000.0
 # Beyond this fraction of time lost to preemptions a spot option is treated as unusable.
 MAX_LOSS_FRACTION = 0.9
 
@@ -110,17 +113,24 @@ def evaluate(
     tau_s = checkpoint_every_seconds or young_daly_interval(
         risk.checkpoint_cost_hours * 3600.0, rate
     )
+    if math.isnan(tau_s):
+        tau_s = young_daly_interval(risk.checkpoint_cost_hours * 3600.0, rate)
+    # No interval is shorter than a step (checkpoint_seconds' floor): a vanishing one made
+    # C / tau a division by zero.
+    tau_s = max(tau_s, SHORTEST_CHECKPOINT_SECONDS)
     tau = tau_s / 3600.0
     overhead = 1.0 + risk.checkpoint_cost_hours / tau
     lost = risk.checkpoint_cost_hours if risk.checkpoint_on_notice else tau / 2.0
     per_preemption = lost + risk.restart_hours
     start = 0.0 if already_running else risk.restart_hours
     base = work_hours * overhead
-    loss = rate * per_preemption  # loss_fraction()
+    # Products with a rate of 0 are 0, not NaN, where the other factor is infinite (no
+    # checkpoint ever, or work past any bound): on-demand loses nothing to preemptions.
+    loss = rate * per_preemption if rate > 0 else 0.0  # loss_fraction()
     if loss >= MAX_LOSS_FRACTION:
         return Outcome(math.inf, math.inf, 0.0, tau_s, math.inf)
     running = start + base / (1.0 - loss)
-    preemptions = rate * running
+    preemptions = rate * running if rate > 0 else 0.0
     expected_hours = running + preemptions * risk.mtta_hours
     marginal = 0.0 if capacity == CapacityType.RESERVED else price_per_hour
     p_meet = _p_meet(
@@ -129,7 +139,7 @@ def evaluate(
         per_preemption=per_preemption + risk.mtta_hours,
         hours_to_deadline=hours_to_deadline,
     )
-    return Outcome(running * marginal, expected_hours, p_meet, tau_s, running)
+    return Outcome(running * marginal if marginal else 0.0, expected_hours, p_meet, tau_s, running)
 
 
 def _p_meet(
@@ -138,14 +148,21 @@ def _p_meet(
     """P(finish by the deadline) with a Poisson number of preemptions over the base run."""
     if hours_to_deadline is None:
         return 1.0
-    if base > hours_to_deadline:
+    if not base <= hours_to_deadline:  # NaN too: a run that cannot be timed meets nothing
         return 0.0
-    if rate <= 0 or per_preemption <= 0:
+    if not (rate > 0 and per_preemption > 0):
         return 1.0
-    allowed = math.floor((hours_to_deadline - base) / per_preemption)
     mean = rate * base
-    if allowed > mean + 12.0 * math.sqrt(mean) + 12.0:
+    slack = (hours_to_deadline - base) / per_preemption
+    if not math.isfinite(mean) or math.isnan(slack):
+        return 0.0
+    if mean <= 0 or slack > mean + 12.0 * math.sqrt(mean) + 12.0:
         return 1.0  # the Poisson tail beyond this is below 1e-12
+    allowed = math.floor(slack)
+    if mean > EXACT_POISSON_MEAN:
+        # The sum below would take `allowed` terms; a normal with the continuity correction is
+        # within a percent of it from here on.
+        return 0.5 * math.erfc((mean - allowed - 0.5) / math.sqrt(2.0 * mean))
     # Poisson CDF up to `allowed`, summed in log space to stay finite for large means.
     total = 0.0
     log_term = -mean

@@ -33,10 +33,8 @@ from api.money import (
     microusd_per_hour,
 )
 from api.pricing.offers import Placement
+from gpujobs.reasons import EndReason
 from gpujobs.usage import UsageGroup, UsageGroupBy
-
-PREEMPTED = "preempted"
-CONFIG_ERROR = "config_error"  # worker.outcomes.CONFIG_ERROR: api cannot import worker
 
 
 @dataclass(frozen=True)
@@ -194,7 +192,7 @@ def aggregate(
                 totals.on_demand += run.on_demand_cost_to(b) - run.on_demand_cost_to(a)
                 capacity = row.placement.capacity_type.value
                 totals.by_capacity[capacity] = totals.by_capacity.get(capacity, 0) + cost
-                if row.end_reason == CONFIG_ERROR:
+                if row.end_reason == EndReason.CONFIG_ERROR:
                     totals.wasted_gpu_hours += run.gpu_hours(a, b)
                     totals.wasted_cost += cost
         if _preempted_in(row, start, end):
@@ -204,7 +202,11 @@ def aggregate(
 
 
 def _preempted_in(row: LedgerRow, start: datetime, end: datetime) -> bool:
-    return row.end_reason == PREEMPTED and row.ended_at is not None and start <= row.ended_at < end
+    return (
+        row.end_reason == EndReason.PREEMPTED
+        and row.ended_at is not None
+        and start <= row.ended_at < end
+    )
 
 
 def _add_lost_work(run: _Run, *, start: datetime, into: list[_Totals]) -> None:

@@ -9,7 +9,8 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from api.models import Job, JobAttempt, Team
-from api.usage.ledger import PREEMPTED, LedgerRow
+from api.usage.ledger import LedgerRow
+from gpujobs.reasons import EndReason
 
 
 def ledger_rows(
@@ -23,7 +24,7 @@ def ledger_rows(
     )
     preempted_before_start = and_(
         JobAttempt.started_at.is_(None),
-        JobAttempt.end_reason == PREEMPTED,
+        JobAttempt.end_reason == EndReason.PREEMPTED,
         JobAttempt.ended_at >= start,
         JobAttempt.ended_at < end,
     )

@@ -17,11 +17,10 @@ import shutil
 import sys
 from pathlib import Path
 
-import uvicorn
-
 from api.app import create_app
 from api.database import make_engine, make_session_factory
 from api.migrate import upgrade_to_head
+from api.serving import serve
 from api.settings import Settings
 from worker.control import build_control_plane
 from worker.launchers.base import LaunchRequest
@@ -77,7 +76,8 @@ def main() -> int:
     )
     loops.start()
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+        log_level = os.environ.get("GPUJOBS_TEST_LOG_LEVEL", "warning")  # info: the access log
+        serve(app, settings, log_level=log_level)
     finally:
         loops.stop()
     return 0

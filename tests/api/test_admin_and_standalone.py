@@ -231,10 +231,46 @@ def test_embedded_default_runs_a_job_and_serves_its_logs(standalone) -> None:  #
     job = httpx.get(f"{url}/v1/jobs/{job_id}", headers=headers).json()
     assert job["status"] == "SUCCEEDED", followed
     assert job["progress"]["step"] == 5
-    assert "=== attempt 1: on_demand" in followed
+    assert "=== attempt 1: on-demand" in followed
     assert '"event": "done"' in followed
     logs = httpx.get(f"{url}/v1/jobs/{job_id}/logs", headers=headers).text
     assert '"event": "done"' in logs
     attempts = httpx.get(f"{url}/v1/jobs/{job_id}/attempts", headers=headers).json()
     assert [a["end_reason"] for a in attempts] == ["succeeded"]
     assert attempts[0]["cost"] > 0
+
+
+def test_the_first_start_says_its_migrations_in_one_line() -> None:
+    """Not each migration's docstring over several lines (alembic's INFO): one line that names
+    where the database came from and went to, and nothing of it on the next start."""
+    tmp_path = open_directory()
+    env = _env(
+        tmp_path, GPUJOBS_PORT=str(_free_port()), GPUJOBS_TRAINER_PYTHON=trainer_python(),
+        GPUJOBS_TRAINER_PYTHON_PATH=trainer_python_path(),
+    )  # fmt: skip
+
+    def started() -> list[str]:
+        process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "worker.standalone"], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        lines: list[str] = []
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("serving on") or len(lines) > 200:
+                    break
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        return lines
+
+    try:
+        first, second = started(), started()
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+    assert not [line for line in first if "Running upgrade" in line], first
+    [database] = [line for line in first if line.startswith("database: ")]
+    assert "(migrated from empty to 00" in database, first
+    assert "migrated" not in " ".join(second), second

@@ -160,8 +160,10 @@ def test_a_progress_report_records_the_gpu_its_rate_was_measured_on(
 def _running_with_token(
     client: TestClient, auth: dict[str, str], factory: sessionmaker[Session], name: str
 ) -> tuple[str, str, str]:
-    """A submitted job with a running attempt: its id, the job's token and the attempt's id."""
-    job_id = client.post("/v1/jobs", json=job_body(name), headers=auth).json()["id"]
+    """A submitted job of 10,000 steps with a running attempt: its id, the job's token and the
+    attempt's id."""
+    body = job_body(name, trainer={"steps": 10_000})
+    job_id = client.post("/v1/jobs", json=body, headers=auth).json()["id"]
     _place(factory, job_id, 1, zone="use1-az4", capacity_type="spot", price_per_hour=0.41,
            started_at=utcnow())  # fmt: skip
     with transaction(factory) as session:

@@ -132,7 +132,7 @@ def test_a_follower_reads_each_byte_of_a_growing_log_once(
 
     assert response.status_code == 200
     header, text = response.text.split("\n", 1)
-    assert header.startswith("=== attempt 1: on_demand g4dn.xlarge")
+    assert header.startswith("=== attempt 1: on-demand g4dn.xlarge")
     assert text == (first + second).decode()
     # Each byte was read once: every read started where the one before it ended.
     starts = [chunk.start for chunk in recorded.chunks]

@@ -131,6 +131,18 @@ def test_env_keys_the_platform_interprets_are_refused_by_name(
     assert refused_fields(client, "/v1/jobs", body, auth) == [f"env.{key}"]
 
 
+@pytest.mark.parametrize("url", ENDPOINTS)
+def test_an_env_value_no_process_environment_can_hold_is_refused_by_name(
+    client: TestClient, auth: dict[str, str], url: str
+) -> None:
+    """A NUL ends a C string: no environment holds one. Accepted, every launch failed and the
+    job stayed SCHEDULED while each retry minted a new token (issue 36)."""
+    body = job_body(env={"FINE": "1", "BAD": "a\u0000b"}, estimated_hours=1)
+    assert refused_fields(client, url, body, auth) == ["env.BAD"]
+    response = client.post(url, json=body, headers=auth)
+    assert "NUL" in response.json()["error"]["fields"][0]["reason"]
+
+
 def test_ordinary_env_keys_and_nccl_tuning_are_accepted(
     client: TestClient, auth: dict[str, str]
 ) -> None:
@@ -258,3 +270,25 @@ def test_a_vanishing_estimate_is_priced_as_a_number(
         assert isinstance(plan["expected_cost"], float | int), plan
         assert 0 <= plan["expected_cost"] <= plan["price_per_hour"], plan
         assert isinstance(plan["p_meet_deadline"], float | int), plan
+
+
+@pytest.mark.parametrize("url", ENDPOINTS)
+def test_a_model_no_gpu_could_train_is_refused_at_submit(
+    client: TestClient, auth: dict[str, str], url: str
+) -> None:
+    """Issue 36, attack 4: a million-wide, thousand-layer GPT (1.3e16 parameters) was accepted
+    and failed at runtime. A built-in's parameters must fit one GPU of the largest in the
+    catalog (gpujobs.workloads.MAX_PARAMETERS): its every rank holds the whole model."""
+    huge = {"n_embd": 1_048_576, "n_layer": 1000, "n_head": 4}
+    body = job_body(trainer=trainer(workload="gpt", args=huge))
+    assert refused_fields(client, url, body, auth) == ["trainer.args.n_embd"]
+    wide = {"width": 4096, "stages": 16}
+    body = job_body(trainer=trainer(workload="resnet", args=wide))
+    assert refused_fields(client, url, body, auth) == ["trainer.args.width"]
+    # Nor one whose stages GroupNorm cannot split in 8 groups (it failed as the trainer started).
+    body = job_body(trainer=trainer(workload="resnet", args={"width": 12, "stages": 3}))
+    assert refused_fields(client, url, body, auth) == ["trainer.args.width"]
+    # GPT-2 XL's shape (1.5e9 parameters) fits.
+    xl = {"n_embd": 1600, "n_layer": 48, "n_head": 25, "block_size": 1024}
+    body = job_body(trainer=trainer(workload="gpt", args=xl), estimated_hours=1)
+    assert client.post(url, json=body, headers=auth).status_code in (200, 201)

@@ -16,8 +16,9 @@ from api.app import create_app
 from api.auth import Principal, PrincipalCache, hash_token, issue_token
 from api.database import transaction
 from api.jobs.lifecycle import switch_status
-from api.models import ApiToken, Job, utcnow
+from api.models import ApiToken, Job, JobAttempt, utcnow
 from api.settings import Settings
+from gpujobs.reasons import EndReason
 from gpujobs.resources import JobStatus
 from tests.conftest import job_body
 
@@ -320,3 +321,41 @@ def test_a_job_token_remembered_past_its_job_records_no_progress(
     assert late.status_code == 409, late.text
     shown = client.get(f"/v1/jobs/{job['id']}", headers=auth).json()
     assert shown["progress"]["step"] == 3
+
+
+def test_an_ended_attempts_token_is_refused_while_the_job_runs_on(
+    client: TestClient, session_factory: sessionmaker[Session], auth: dict[str, str]
+) -> None:
+    """The attack: an attempt's trainer process that outlives its attempt (released at a
+    handover, or slow to stop after a preemption) keeps reporting into the job, which the next
+    attempt now trains. Its token died with its attempt; the next attempt's works."""
+    from worker.billing import close
+
+    job = client.post("/v1/jobs", json=job_body(name="two-attempts"), headers=auth).json()
+    now = utcnow()
+    with transaction(session_factory) as session:
+        row = session.get(Job, job["id"])
+        assert row is not None
+        switch_status(session, row, JobStatus.SCHEDULED, reason="placed")
+        where = {"cloud": "local", "region": "local", "zone": "local", "instance_type": "cpu",
+                 "gpu_model": "A100", "gpu_count": 1, "nodes": 1, "capacity_type": "spot",
+                 "price_per_hour": 1.0, "on_demand_price_per_hour": 3.0}  # fmt: skip
+        old, new = (
+            JobAttempt(job_id=row.id, team_id=row.team_id, number=n, **where) for n in (1, 2)
+        )
+        session.add_all([old, new])
+        session.flush()
+        old_token = issue_token(session, team_id=row.team_id, job_id=row.id, attempt_id=old.id)
+        new_token = issue_token(session, team_id=row.team_id, job_id=row.id, attempt_id=new.id)
+        switch_status(session, row, JobStatus.RUNNING, reason="running")
+    with transaction(session_factory) as session:
+        attempt = session.get(JobAttempt, old.id)
+        row = session.get(Job, job["id"])
+        assert attempt is not None
+        close(session, attempt=attempt, job=row, now=now, end_reason=EndReason.PREEMPTED)
+    url = f"/v1/jobs/{job['id']}/progress"
+    report = {"step": 7, "total_steps": 100, "checkpoint_step": 5}
+    refused = client.post(url, json=report, headers=bearer(old_token))
+    assert refused.status_code == 401, refused.text
+    assert "revoked" in refused.text
+    assert client.post(url, json=report, headers=bearer(new_token)).status_code == 200

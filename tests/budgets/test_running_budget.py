@@ -86,9 +86,15 @@ class World:
         return str(response.json()["id"])
 
     def start_all(self) -> dict[str, str]:
-        """Schedule and start every pending job: job id -> its attempt id."""
+        """Schedule and start every pending job: job id -> its attempt id. Their trainers
+        report their first step (one that never does is stopped: worker.first_report)."""
         placed = schedule_once(self.cp).placed
         reconcile_once(self.cp)
+        for launch in [r for r in self.launcher.launches if r.attempt_id in placed]:
+            token = {"Authorization": f"Bearer {launch.job_token}"}
+            report = {"step": 1, "attempt_id": launch.attempt_id}
+            url = f"/v1/jobs/{launch.job_id}/progress"
+            assert self.client.post(url, json=report, headers=token).status_code == 200
         return {self.attempt(a).job_id: a for a in placed}
 
     def attempt(self, attempt_id: str) -> JobAttempt:

@@ -101,8 +101,9 @@ def test_services_and_startup_order(compose: dict[str, Any]) -> None:
 def test_entry_points(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert services["api"]["command"] == [
-        "uvicorn",
-        "worker.api_app:app",
+        "python",
+        "-m",
+        "worker.api_app",
         "--host",
         "0.0.0.0",
         "--port",

@@ -53,6 +53,7 @@ LOCAL_IMAGES = {
     "REDIS_IMAGE": "local/redis:7",
     "SEAWEEDFS_IMAGE": "local/seaweedfs:4.48",
 }
+PROJECT_IMAGES = ("API_IMAGE", "WORKER_IMAGE")
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 PROJECT_LABEL = "com.docker.compose.project"
 
@@ -86,6 +87,9 @@ class Compose:
         self.trace = directory / "spot-trace.json"
         self.env: dict[str, str] = {
             **{key: os.environ.get(key, default) for key, default in LOCAL_IMAGES.items()},
+            # Tags of their own keep a run apart from other builds on a shared Docker engine
+            # (scripts/docker-images.sh reads the same names).
+            **{key: os.environ[key] for key in PROJECT_IMAGES if key in os.environ},
             "API_PORT": str(self.port),
             "POSTGRES_PASSWORD": secrets.token_hex(12),
             "S3_ACCESS_KEY": "gpujobs-test",
@@ -203,6 +207,47 @@ class Compose:
             "        print(item['Key'])\n"
         )
         return self.exec("api", "python", "-c", script).split()
+
+    def trainer_s3_keys(self) -> list[tuple[str, str]]:
+        """The S3 keys in the environments of the trainers running in the worker container (the
+        processes holding a job token; the worker's own keys are in its environment too)."""
+        script = (
+            "import glob, json\n"
+            "found = set()\n"
+            "for path in glob.glob('/proc/[0-9]*/environ'):\n"
+            "    try:\n"
+            "        raw = open(path, 'rb').read().decode(errors='replace')\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    env = dict(v.split('=', 1) for v in raw.split('\\0') if '=' in v)\n"
+            "    if 'GPUJOBS_JOB_TOKEN' in env and 'AWS_ACCESS_KEY_ID' in env:\n"
+            "        found.add((env['AWS_ACCESS_KEY_ID'], env['AWS_SECRET_ACCESS_KEY']))\n"
+            "print(json.dumps(sorted(found)))\n"
+        )
+        return [tuple(keys) for keys in json.loads(self.exec("worker", "python", "-c", script))]
+
+    def s3_outcomes(self, keys: tuple[str, str], calls: dict[str, str]) -> dict[str, str]:
+        """Each call (a boto3 S3 client method's call, as text, on `s3`) made with `keys` inside
+        the compose network: `ok`, or the S3 error code."""
+        script = (
+            "import json, os, sys, boto3\n"
+            "from botocore.config import Config\n"
+            "s3 = boto3.client('s3', endpoint_url=os.environ['GPUJOBS_S3_ENDPOINT_URL'],\n"
+            "    aws_access_key_id=sys.argv[1], aws_secret_access_key=sys.argv[2],\n"
+            "    config=Config(s3={'addressing_style': 'path'}, retries={'max_attempts': 1}))\n"
+            "out = {}\n"
+            "for name, call in json.loads(sys.argv[3]).items():\n"
+            "    try:\n"
+            "        eval(call)\n"
+            "        out[name] = 'ok'\n"
+            "    except Exception as error:\n"
+            "        answer = getattr(error, 'response', {}).get('Error', {})\n"
+            "        out[name] = answer.get('Code', repr(error))\n"
+            "print(json.dumps(out))\n"
+        )
+        output = self.exec("api", "python", "-c", script, *keys, json.dumps(calls))
+        outcomes: dict[str, str] = json.loads(output)
+        return outcomes
 
 
 class Cli:
@@ -464,6 +509,24 @@ def test_stopping_the_worker_drains_the_trainer_and_the_job_resumes(stack: Stack
         timeout=600,
     )
 
+    # The trainer's S3 keys are its attempt's own: its job's prefix, nothing of another job's.
+    (keys,) = compose.trainer_s3_keys()
+    assert keys[0] != compose.env.get("S3_ACCESS_KEY", "gpujobs"), "never the server's own keys"
+    others = [key for key in compose.s3_objects("checkpoints/") if f"/{job_id}/" not in f"/{key}"]
+    own = f"checkpoints/{job_id}/"
+    calls = {
+        "list own": f"s3.list_objects_v2(Bucket={BUCKET!r}, Prefix={own!r})",
+        "write own": f"s3.put_object(Bucket={BUCKET!r}, Key={own + 'probe'!r}, Body=b'x')",
+        "list bucket": f"s3.list_objects_v2(Bucket={BUCKET!r})",
+        "list all checkpoints": f"s3.list_objects_v2(Bucket={BUCKET!r}, Prefix='checkpoints/')",
+        "write another job's": f"s3.put_object(Bucket={BUCKET!r}, Key='checkpoints/x/m', Body=b'')",
+    }
+    if others:  # scenario 1's checkpoints, when it ran first
+        calls["read another job's"] = f"s3.get_object(Bucket={BUCKET!r}, Key={others[0]!r})"
+    outcomes = compose.s3_outcomes(keys, calls)
+    assert (outcomes["list own"], outcomes["write own"]) == ("ok", "ok"), outcomes
+    assert {o for name, o in outcomes.items() if "own" not in name} == {"AccessDenied"}, outcomes
+
     compose.run("stop", "worker", timeout=300)  # the worker's stop_grace_period bounds it
 
     stopped = cli.show(job_id)
@@ -482,6 +545,9 @@ def test_stopping_the_worker_drains_the_trainer_and_the_job_resumes(stack: Stack
     assert attempts[1]["resume_from_step"] and attempts[1]["resume_from_step"] > 0
     assert first["steps_lost"] == 0, "the trainer checkpointed on the notice"
     assert shown["job"]["restarts"] == 0, "a stopped worker is not the job's failure"
+    # The first attempt has ended: its keys were revoked.
+    gone = compose.s3_outcomes(keys, {"list own": calls["list own"]})
+    assert gone == {"list own": "InvalidAccessKeyId"}, gone
 
 
 def test_with_the_spot_market_on_a_job_is_preempted_and_resumes(stack: Stack) -> None:
@@ -495,7 +561,10 @@ def test_with_the_spot_market_on_a_job_is_preempted_and_resumes(stack: Stack) ->
     compose.up()  # recreates the services whose environment changed
     window = TRACE_TICK_S * TRACE_PATTERN.count(1)
     # More training than one spot window holds at this machine's speed: preempted at least once.
-    steps = stack.sized_steps(1.5 * window, at_least=200)
+    # Three windows' worth: the speed is measured once, and a machine that was loaded then (make
+    # test runs the real cluster's tests beside this) trained 2x faster later, finishing 1.5
+    # windows' worth inside one window.
+    steps = stack.sized_steps(3 * window, at_least=200)
     job_id = cli.submit(spec("compose-spot", steps, capacity=["spot"]))
 
     shown = stack.finished(job_id, timeout=1200)

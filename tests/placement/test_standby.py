@@ -65,6 +65,7 @@ def test_a_held_standby_the_rule_would_no_longer_hold_is_withdrawn() -> None:
     # no longer fit, so leaving on-demand could not be undone in time.
     (d,) = decide(snap([holding(9.0, 9.2)], standby=True))
     assert isinstance(d, Withdraw) and "fallback to on-demand" in d.reason
+    assert "the deadline is now too near" in d.reason  # what changed since it was held
     assert d.attempt_id == "standby-1"  # the standby judged, not whichever is open later
     # Being stopped already, or its handover begun: nothing to decide.
     stopping = replace(holding(9.0, 9.2).standby, stopping=True)
@@ -105,6 +106,8 @@ def test_a_standby_pays_for_itself_where_the_rule_keeps_on_demand() -> None:
     assert decide(snap([tight])) == []  # the rule alone stays on on-demand
     (d,) = decide(snap([tight], standby=True))
     assert isinstance(d, Standby) and d.reason.startswith("a standby on spot pays for itself")
+    # Held beside on-demand, it says why on-demand stays: the two do not read as a reversal.
+    assert "(on-demand stays: " in d.reason, d.reason
     # No room for a restart back onto on-demand after the handover: none.
     assert decide(snap([on_demand(9.0, deadline=9.2)], standby=True)) == []
 

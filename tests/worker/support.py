@@ -23,6 +23,7 @@ from gpujobs.spec import CapacityType, JobSpec
 from tests.conftest import make_team
 from worker.control import ControlPlane
 from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
+from worker.storage_credentials.configure import from_settings as storage_from_settings
 
 
 def a_placement(capacity: CapacityType = CapacityType.ON_DEMAND, *, nodes: int = 1) -> Placement:
@@ -108,6 +109,7 @@ def control_plane(
         factory=factory,
         launcher=launcher or RecordingLauncher(),
         clock=clock or Clock(),
+        storage=storage_from_settings(settings),
     )
 
 

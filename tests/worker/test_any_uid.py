@@ -21,6 +21,7 @@ from gpujobs.spec import TrainerSpec
 from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LocalLauncher
+from worker.launchers.local.containment import SCRATCH_PREFIX, SCRATCH_ROOT
 
 WORKLOAD = "tests.worker.anyuid:build"
 
@@ -99,8 +100,12 @@ def test_a_trainer_without_a_passwd_entry_knows_who_and_where_it_is_and_trains(
             assert seen["uid"] != 0 and seen["passwd_entry"] is None
         assert seen["user"]
         assert seen["home"] == str(work)
-        for key in ("home_file", "tempfile", "torch_hub", "inductor_cache", "triton_cache"):
+        for key in ("home_file", "torch_hub", "inductor_cache", "triton_cache"):
             assert Path(seen[key]).is_relative_to(work), (key, seen[key])
+        # Its TMPDIR is its own too, a short one for the sockets made there, gone with it.
+        scratch = Path(seen["tempfile"]).parent
+        assert scratch.parent == SCRATCH_ROOT and scratch.name.startswith(SCRATCH_PREFIX)
+        assert not scratch.exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can run a process as an unknown uid")

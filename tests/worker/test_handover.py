@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import Principal, authenticate
 from api.database import transaction
+from api.errors import Unauthorized
 from api.jobs import service as jobs
 from api.models import CapacityOutage, JobAttempt, utcnow
 from api.money import cost_microusd
@@ -206,9 +207,10 @@ def test_a_job_is_handed_from_on_demand_to_spot_without_stopping(world: World) -
     assert handed.startswith(f"handed over at step 61 from attempt {old.number} (on-demand")
     assert f"to attempt {new.number} (spot" in handed and "0 steps lost" in handed
     assert f"${overlap / 1e6:.4f}" in handed
-    # The promoted attempt is the job's: its progress is taken, the old one's refused.
+    # The promoted attempt is the job's: its progress is taken; the old one's token died with
+    # its attempt, so a process of it left running is refused at the door.
     world.report(job_id, standby_id, step=65, checkpoint=61)
-    with pytest.raises(Exception, match="no longer current"):
+    with pytest.raises(Unauthorized, match="revoked"):
         world.report(job_id, running_id, step=66, checkpoint=61)
     # It runs on spot now: the scheduler leaves it there.
     assert schedule_once(world.cp).migrated == 0
@@ -259,7 +261,10 @@ def test_a_standby_preempted_before_the_handover_is_billed_and_leaves_the_job_ru
     the_job = job(world.factory, job_id)
     assert the_job.status == S.RUNNING.value and the_job.preemptions == 0
     assert world.attempt(running_id).stop_reason is None
-    assert world.ask(job_id, standby_id).action == "stop"
+    # Its token died with it: its trainer, still asking, is refused, which it reads as "stop"
+    # (trainer/standby.py).
+    with pytest.raises(Unauthorized, match="revoked"):
+        world.ask(job_id, standby_id)
     # The job's cost so far counts both attempts' minutes.
     with world.factory() as session:
         spent = jobs.spends(session, jobs=[the_job])[job_id].cost_microusd

@@ -26,6 +26,7 @@ from tests.worker.support import (
     control_plane,
     principal,
     submit,
+    trainer_report,
 )
 from worker.control import ControlPlane
 from worker.launchers.base import ObservedState
@@ -108,6 +109,9 @@ def test_jobs_preempted_by_one_reclaim_teach_the_pool_what_one_job_would(
     for attempt_id, _, _ in placed:
         launcher.script(attempt_id, ObservedState.RUNNING)
     reconcile_once(cp)
+    for launch in launcher.launches:  # both trainers train (report), as long as they run
+        trainer_report(session_factory, job_token=launch.job_token, job_id=launch.job_id,
+                       attempt_id=launch.attempt_id, step=1, checkpoint=0)  # fmt: skip
     began = clock()
     clock.advance(2 * 3600)
     for attempt_id, _, _ in placed:

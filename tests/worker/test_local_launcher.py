@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from gpujobs.runtime import EXIT_CONFIG_ERROR, EXIT_PREEMPTED, RunConfig
 from gpujobs.spec import CapacityType, TrainerSpec
 from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
-from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher
+from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher, containment
 from worker.launchers.local.spot_market import RateMarket, TraceMarket
 
 TINY = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "corpus_bytes": 50_000}
@@ -38,6 +39,7 @@ def request(
     capacity: CapacityType = CapacityType.ON_DEMAND,
     workload: str = "gpt",
     job_id: str = "job-1",
+    num_workers: int = 0,
 ) -> LaunchRequest:
     trainer = TrainerSpec.model_validate(
         {
@@ -45,7 +47,7 @@ def request(
             "steps": steps,
             "batch_size": 2,
             "amp": "off",
-            "dataloader": {"num_workers": 0},
+            "dataloader": {"num_workers": num_workers},
             "checkpoint": {"every_steps": 5},
             "args": TINY,
         }
@@ -164,7 +166,8 @@ def tmp_path() -> Iterator[Path]:
 
 @pytest.fixture
 def launchers(tmp_path: Path) -> Iterator[list[LocalLauncher]]:
-    """Launchers made by a test; whatever they still run is killed at the end."""
+    """Launchers made by a test; whatever they still run is killed at the end, and the TMPDIRs
+    of attempts no status poll saw end are removed."""
     made: list[LocalLauncher] = []
     yield made
     for launcher in made:
@@ -175,8 +178,11 @@ def launchers(tmp_path: Path) -> Iterator[list[LocalLauncher]]:
                 handle = "local:" + directory.name
                 if launcher.status(handle).state == ObservedState.RUNNING:
                     launcher.cancel(handle)
-                    for member in live_members(pgid(launcher, directory.name)):
+                    group = pgid(launcher, directory.name)
+                    for member in live_members(group):
                         os.kill(member, 9)
+                    wait_for(lambda g=group: not live_members(g), f"{handle}'s processes to end")
+            containment.remove_scratch(directory)
 
 
 def make(launchers: list[LocalLauncher], root: Path, **kwargs: Any) -> LocalLauncher:
@@ -210,6 +216,26 @@ def test_a_tiny_job_runs_to_completion_once(tmp_path: Path, launchers: list[Loca
     assert launcher.status(handle) == Observation(ObservedState.SUCCEEDED, exit_code=0)
     group = pgid(launcher, "attempt-ok")
     wait_for(lambda: reaped(launcher, handle, group), "the group to be reaped (no zombie)")
+
+
+def test_dataloader_workers_run_under_a_launcher_root_as_long_as_a_private_clones(
+    tmp_path: Path, launchers: list[LocalLauncher]
+) -> None:
+    """Issue 37: run as root from a clone under /root, attempts live under
+    /var/lib/gpujobs/<hash>/attempts and a trainer's TMPDIR was `<attempt>/work/tmp`, 88
+    characters; the sockets DataLoader workers hand tensors over by, made under it, passed
+    AF_UNIX's 107 and the loader retried forever. Here the root is longer still."""
+    root = tmp_path / ("state" * 8) / "attempts"
+    assert len(str(root)) > len(f"/var/lib/gpujobs/{'0' * 16}/attempts")
+    launcher = make(launchers, root)
+    attempt = str(uuid.uuid4())  # as long as the scheduler's
+    handle = launcher.launch(request(tmp_path, attempt, steps=6, num_workers=2))
+    scratch = Path((root / attempt / "scratch").read_text())
+
+    observed = wait_until_done(launcher, handle)
+
+    assert observed.state == ObservedState.SUCCEEDED, log_text(launcher, handle)
+    assert not scratch.exists()  # the trainer's TMPDIR goes with the attempt
 
 
 def test_launching_the_same_attempt_twice_starts_one_process_group(

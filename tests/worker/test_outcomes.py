@@ -129,8 +129,19 @@ def test_a_failure_carries_the_trainers_last_lines() -> None:
 
 
 @pytest.mark.parametrize("code", [EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT])
-def test_a_trainer_that_exits_as_preempted_is_a_preemption_not_a_restart(code: int) -> None:
-    result = run(Obs.FAILED, code=code, restarts=3, max_restarts=3)
+def test_a_trainer_that_exits_as_preempted_without_a_notice_is_a_failure(code: int) -> None:
+    """A preemption is what the launcher saw: 75 is a code a team's trainer may exit with."""
+    result = run(Obs.FAILED, code=code, restarts=1, max_restarts=3)
+    assert result.failure and not result.preempted
+    assert result.end_reason == "failed" and result.path == (S.PENDING,)
+    assert f"exit code {code}, with no preemption notice" in result.reason
+    last = run(Obs.FAILED, code=code, restarts=3, max_restarts=3)
+    assert last.failure and not last.preempted and last.path == (S.FAILED,)
+
+
+@pytest.mark.parametrize("code", [EXIT_PREEMPTED, EXIT_PREEMPTED_NO_CHECKPOINT, -9, None])
+def test_a_preemption_the_launcher_saw_is_one_whatever_the_exit_code(code: int | None) -> None:
+    result = run(Obs.PREEMPTED, code=code, restarts=3, max_restarts=3)
     assert result.preempted and not result.failure
     assert result.path[-1] == S.PENDING  # resumes though no restarts are left
 

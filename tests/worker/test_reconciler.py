@@ -33,6 +33,7 @@ from tests.worker.support import (
 )
 from worker.control import ControlPlane
 from worker.launchers.base import ObservedState
+from worker.launching import launch_attempt
 from worker.reconciler import reconcile_attempt, reconcile_once
 from worker.scheduler import schedule_once
 
@@ -188,11 +189,18 @@ def test_preemption_returns_the_job_to_pending_and_teaches_the_spot_rate(world: 
     assert seen.preemptions == 1
     assert seen.spot_hours == pytest.approx(600.0 / 3600.0)
     assert seen.outage_hours == 0 and seen.recoveries == 0  # lost just now
-    assert job_tokens(world, job_id)[0].revoked_at is None  # the job lives on
-    # The next pass places it again as attempt 2; history is kept.
+    # The preempted attempt's token died with it: a process of it that outlived the notice
+    # cannot report into the job, which lives on.
+    ((first_token,),) = [[t for t in job_tokens(world, job_id) if t.attempt_id == attempt_id]]
+    assert first_token.revoked_at is not None
+    # The next pass places it again as attempt 2, with a token of its own; history is kept.
     placed = schedule_once(world.cp).placed
     assert len(placed) == 1
     assert [a.number for a in attempts(world.factory, job_id)] == [1, 2]
+    second = attempts(world.factory, job_id)[1]
+    launch_attempt(world.cp, attempt_id=second.id)
+    fresh = [t for t in job_tokens(world, job_id) if t.attempt_id == second.id]
+    assert len(fresh) == 1 and fresh[0].revoked_at is None
 
 
 def test_no_spot_capacity_backs_off_from_that_zone(world: World) -> None:

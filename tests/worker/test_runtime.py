@@ -56,7 +56,9 @@ def test_a_package_out_of_reach_is_laid_out_where_another_uid_imports_it(
         assert hidden.returncode != 0  # the attack surface of issue 23: out of the uid's reach
 
         first = trainer_runtime(base / "runtime", packages=("gpujobs_probe",))
-        seen = run_as_another_uid(first.python, first.python_path, probe)
+        # The interpreter alone imports it: a launcher given only that failed (issue 37).
+        assert first.python_path == ""
+        seen = run_as_another_uid(first.python, "", probe)
         assert seen.returncode == 0, seen.stderr
         assert seen.stdout.strip() == "first"
         assert oct((private_package.parent).stat().st_mode & 0o777) == "0o700"  # still private
@@ -66,7 +68,7 @@ def test_a_package_out_of_reach_is_laid_out_where_another_uid_imports_it(
         second = trainer_runtime(base / "runtime", packages=("gpujobs_probe",))
         assert second.python != first.python
         assert Path(first.python).parent.parent.exists()  # the previous version stays for its users
-        again = run_as_another_uid(second.python, second.python_path, probe)
+        again = run_as_another_uid(second.python, "", probe)
         assert again.stdout.strip() == "second", again.stderr
         assert trainer_runtime(base / "runtime", packages=("gpujobs_probe",)) == second
     finally:
@@ -85,7 +87,7 @@ def test_what_trainers_share_is_read_only_to_them_and_old_builds_go(private_pack
 
         runtime = trainer_runtime(base / "runtime", packages=("gpujobs_probe",))
 
-        copied = Path(runtime.python_path.split(os.pathsep)[0]) / "gpujobs_probe" / "__init__.py"
+        copied = Path(runtime.python).parents[2] / "code" / "gpujobs_probe" / "__init__.py"
         assert copied.stat().st_mode & 0o022 == 0
         write = f"open({str(copied)!r}, 'a').write('WHO = 0')"
         refused = run_as_another_uid(runtime.python, runtime.python_path, write)

@@ -94,6 +94,29 @@ def test_a_pending_job_is_placed_and_launched(
     assert launched.job_token.startswith("gpj_") and launched.job_token not in tokens[0].token_hash
 
 
+def test_without_estimated_hours_the_placement_gives_no_odds_of_the_deadline(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """Its work is the worker's default, not the job's: a P(meet deadline) from it (0 for a job
+    with an hour's deadline) would read as a measure of the job."""
+    cp = control_plane(settings, session_factory, RecordingLauncher())
+    who = principal(session_factory)
+    guessed = submit(session_factory, who, estimated_hours=None, deadline_hours=1.0)
+    known = submit(session_factory, who, deadline_hours=2.0)
+
+    schedule_once(cp)
+
+    def placed(job_id: str) -> dict[str, object]:
+        [event] = [e for e in events(session_factory, job_id) if e.to_status == "SCHEDULED"]
+        return dict(event.data)
+
+    assert "no estimated_hours" in str(
+        [e.reason for e in events(session_factory, guessed) if e.to_status == "SCHEDULED"]
+    )
+    assert "p_meet_deadline" not in placed(guessed)
+    assert "p_meet_deadline" in placed(known)
+
+
 def test_a_job_allowed_only_on_demand_gets_on_demand(
     settings: Settings, session_factory: sessionmaker[Session]
 ) -> None:

@@ -29,7 +29,7 @@ def test_the_trace_market_replays_the_shipped_trace_by_default(tmp_path: Path) -
 def test_the_readme_demo_sees_a_preemption_within_a_minute_and_spot_back_soon(
     tmp_path: Path,
 ) -> None:
-    """`GPUJOBS_SPOT_MARKET=trace make run` as the README says (x60): spot is there when the
+    """`GPUJOBS_SPOT_MARKET=trace make run` as docs/spot-demo.md says (x60): spot is there when the
     service starts, a job started in its first half minute is taken back within a minute, and
     spot returns within a quarter of a minute for long enough to finish the first run (~1 min)."""
     market = make_market(Settings(home=tmp_path, spot_market="trace"))

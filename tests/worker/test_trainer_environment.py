@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
 
+import api.settings
+from api.settings import Settings
 from gpujobs.runtime import ENV_JOB_TOKEN, ENV_RUN_CONFIG, ENV_RUN_CONFIG_JSON, RunConfig
 from gpujobs.spec import TrainerSpec
 from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest
 from worker.launchers.environment import (
+    SOCKET_PATH_MAX,
+    TMPDIR_MAX,
     Host,
     S3Credentials,
     home_environment,
@@ -21,6 +27,7 @@ from worker.launchers.environment import (
 from worker.launchers.identity import UidRange, UidsExhausted, identity_for_job
 from worker.launchers.kubernetes.config import KubernetesLauncherConfig
 from worker.launchers.kubernetes.manifests import build_manifests
+from worker.launchers.local.containment import prepare_scratch, remove_scratch
 
 SERVER = {
     "GPUJOBS_ADMIN_TOKEN": "admin-secret",
@@ -277,3 +284,52 @@ def test_a_trainer_pod_gets_the_same_allowlist_and_its_token_only_from_the_secre
     assert env[ENV_JOB_TOKEN].value is None
     assert env[ENV_JOB_TOKEN].value_from.secret_key_ref.name == manifests.secret.metadata.name
     assert "gpj_job-token" not in str(container.to_dict())
+
+
+def worst_socket_under_tmpdir(scratch: Path) -> int:
+    """The longest socket path torch or Python makes under a TMPDIR, past its end, from the
+    names they use: torch_shm_manager's socket (c10::make_tempdir's "torch-shm-dir-XXXXXX",
+    then manager.sock), and multiprocessing's, which DataLoader workers hand tensors over by
+    (util.get_temp_dir's mkdtemp "pymp-", connection.arbitrary_address's mktemp "listener-"),
+    tempfile's own random names measured here."""
+    pymp = Path(tempfile.mkdtemp(prefix="pymp-", dir=scratch))
+    listener = Path(tempfile.mktemp(prefix="listener-", dir=pymp))
+    python = len(str(listener)) - len(str(scratch))
+    torch_shm = len("/torch-shm-dir-XXXXXX/manager.sock")
+    return max(python, torch_shm)
+
+
+def test_a_local_trainers_tmpdir_leaves_room_for_its_sockets_in_a_clone_under_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: as root from a clone under /root, attempts live under /var/lib/gpujobs/<hash>
+    (Settings.trainer_home_dir) and `<attempt>/work/tmp` took 88 of a socket path's 107."""
+    worst = worst_socket_under_tmpdir(tmp_path)
+    assert TMPDIR_MAX + worst <= SOCKET_PATH_MAX
+    monkeypatch.setattr(api.settings, "TRAINER_HOMES", Path("/var/lib/gpujobs"))  # the default
+    attempts = Settings(home=Path("/root/gpujobs/.gpujobs")).trainer_home_dir() / "attempts"
+    work = str(attempts / str(uuid.uuid4()) / "work")
+    directory = tmp_path / "attempt"
+    directory.mkdir()
+
+    scratch = prepare_scratch(directory, identity=None)
+    try:
+        env = trainer_environment(
+            request(), run_config={}, home=work, tmpdir=str(scratch), host=Host(server_environ={})
+        )
+        assert env["HOME"] == work
+        assert len(env["TMPDIR"]) + worst <= SOCKET_PATH_MAX
+        assert scratch.stat().st_mode & 0o777 == 0o700
+    finally:
+        remove_scratch(directory)
+    assert not scratch.exists()
+    with pytest.raises(ValueError, match="TMPDIR"):  # the home's own tmp would not do
+        trainer_environment(request(), run_config={}, home=work)
+
+
+def test_a_trainer_pods_tmpdir_leaves_room_for_its_sockets(tmp_path: Path) -> None:
+    manifests = build_manifests(request(), KubernetesLauncherConfig(namespace="ml"))
+
+    env = {var.name: var.value for var in manifests.job.spec.template.spec.containers[0].env}
+
+    assert len(env["TMPDIR"]) + worst_socket_under_tmpdir(tmp_path) <= SOCKET_PATH_MAX

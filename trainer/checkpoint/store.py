@@ -211,12 +211,19 @@ class S3Store:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
+            code = exc.response.get("Error", {}).get("Code")
+            if code in BUCKET_HIDDEN_CODES:
+                # Keys limited to the job's prefix (docs/security.md) may not look at the
+                # bucket itself, nor create one: the control plane does, and the first write
+                # says so if it is missing.
+                return
+            if code not in ("404", "NoSuchBucket"):
                 raise
             self.client.create_bucket(Bucket=self.bucket)
 
 
 NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+BUCKET_HIDDEN_CODES = frozenset({"403", "AccessDenied", "Forbidden"})
 
 
 def _error_code(exc: Any) -> str:

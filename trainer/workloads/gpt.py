@@ -20,11 +20,12 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch.utils.data import Dataset
 
+from gpujobs.workloads import BYTE_VOCAB
 from gpujobs.workloads import GPT as DECLARED
 from trainer.config import ConfigError
 from trainer.workloads import Workload
 
-VOCAB = 256  # bytes
+VOCAB = BYTE_VOCAB
 
 
 class CausalSelfAttention(nn.Module):

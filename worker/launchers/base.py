@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from api.logs.reader import LogChunk
 from api.pricing.offers import Placement
 from gpujobs.runtime import RunConfig
+from worker.storage_credentials import S3Credentials
 
 
 class ObservedState(StrEnum):
@@ -51,6 +52,14 @@ class LaunchRequest:
     job_token: str
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # The attempt's own S3 keys (worker.storage_credentials); None: the launcher's static ones.
+    storage: S3Credentials | None = field(default=None, repr=False)
+
+
+class LaunchRefused(ValueError):
+    """The attempt can never be launched as asked (an environment no process can hold): a retry
+    would fail the same way, and mint another job token each time. Raised before anything is
+    started; the job fails with this message, which names what to fix."""
 
 
 class Capability(StrEnum):

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpujobs.runtime import ENV_JOB_TOKEN
-from worker.launchers.base import LaunchRequest
+from worker.launchers.base import LaunchRefused, LaunchRequest
+from worker.storage_credentials import S3Credentials
 
 # From the server, by exact name: device selection, thread counts, the loader path of a CUDA
 # install outside the default one. An operator's settings, not secrets.
@@ -95,30 +96,18 @@ REFUSED_USER_NAMES = frozenset(
     }
 )
 
+# A socket's path holds at most 107 characters (AF_UNIX: sun_path is 108 bytes with its NUL).
+SOCKET_PATH_MAX = 107
+# The longest socket path a trainer's torch makes under its TMPDIR: torch_shm_manager's (the
+# file_system sharing strategy). Python's multiprocessing, through which DataLoader workers hand
+# tensors over, makes "/pymp-XXXXXXXX/listener-XXXXXXXX" there, two shorter. Past the limit a
+# worker raises `OSError: AF_UNIX path too long` and the loader retries forever.
+SOCKET_UNDER_TMPDIR = "/torch-shm-dir-XXXXXX/manager.sock"
+TMPDIR_MAX = SOCKET_PATH_MAX - len(SOCKET_UNDER_TMPDIR)
+
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 SAFE_LOCALE = "C.UTF-8"
 TRAINER_USER = "trainer"  # USER and LOGNAME: what getpass.getuser() answers without a passwd entry
-
-
-@dataclass(frozen=True)
-class S3Credentials:
-    """Keys meant for trainers (ideally limited to the checkpoint prefix), never the server's."""
-
-    access_key_id: str
-    secret_access_key: str
-    region: str = ""
-    session_token: str = ""
-
-    def variables(self) -> dict[str, str]:
-        env = {
-            "AWS_ACCESS_KEY_ID": self.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
-        }
-        if self.region:
-            env["AWS_DEFAULT_REGION"] = self.region
-        if self.session_token:
-            env["AWS_SESSION_TOKEN"] = self.session_token
-        return env
 
 
 @dataclass(frozen=True)
@@ -130,6 +119,17 @@ class Host:
     server_environ: Mapping[str, str]
     bin_dir: str = ""  # the trainer interpreter's directory, first on PATH
     python_path: str = ""
+
+
+def unholdable(env: Mapping[str, str]) -> str | None:
+    """Why no process environment can hold a team's `env`, or None. Its keys passed
+    `user_key_allowed` (no `=`, no NUL); a value is a NUL-terminated string to execve. The API
+    refuses a NUL at submit; a spec stored before it did reaches the launch, which must fail
+    the job rather than be retried."""
+    for key, value in env.items():
+        if "\0" in value:
+            return f"env.{key}: the value holds a NUL character, which no environment can hold"
+    return None
 
 
 def user_key_allowed(key: str) -> bool:
@@ -146,15 +146,23 @@ def passthrough(server_environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def home_environment(home: str) -> dict[str, str]:
+def home_environment(home: str, *, tmpdir: str | None = None) -> dict[str, str]:
     """Who the trainer is and where it may write, whatever its uid: everything inside `home`,
-    a directory of its own (the trainer creates the subdirectories: trainer.scratch)."""
+    a directory of its own (the trainer creates the subdirectories: trainer.scratch), but
+    `tmpdir` where a launcher gives one: a short path of the trainer's own, when `home` leaves
+    too little room for a socket's path under `<home>/tmp` (TMPDIR_MAX)."""
+    tmp = tmpdir or f"{home}/tmp"
+    if len(tmp) > TMPDIR_MAX:
+        raise ValueError(
+            f"a trainer's TMPDIR {tmp!r} has {len(tmp)} characters: the sockets torch makes "
+            f"under it need it at most {TMPDIR_MAX}"
+        )
     cache = f"{home}/.cache"
     return {
         "USER": TRAINER_USER,
         "LOGNAME": TRAINER_USER,
         "HOME": home,
-        "TMPDIR": f"{home}/tmp",
+        "TMPDIR": tmp,
         "XDG_CACHE_HOME": cache,
         "TORCH_HOME": f"{cache}/torch",
         "TRITON_CACHE_DIR": f"{cache}/triton",
@@ -168,21 +176,26 @@ def trainer_environment(
     *,
     run_config: Mapping[str, str],
     home: str,
+    tmpdir: str | None = None,
     include_token: bool = True,
     s3: S3Credentials | None = None,
     host: Host | None = None,
 ) -> dict[str, str]:
     """The trainer's whole environment. `run_config` is `{GPUJOBS_RUN_CONFIG: path}` or
-    `{GPUJOBS_RUN_CONFIG_JSON: json}`; `home` a directory the trainer's uid owns;
-    `include_token=False` where the token comes from a Secret; `host` only for a process on
-    this machine."""
+    `{GPUJOBS_RUN_CONFIG_JSON: json}`; `home` a directory the trainer's uid owns, `tmpdir`
+    another (default: `<home>/tmp`); `include_token=False` where the token comes from a Secret;
+    `host` only for a process on this machine. Raises LaunchRefused for a spec.env no
+    environment can hold."""
     env = {key: value for key, value in request.env.items() if user_key_allowed(key)}
+    refusal = unholdable(env)
+    if refusal is not None:
+        raise LaunchRefused(refusal)
     platform: dict[str, str] = {
         "PYTHONUNBUFFERED": "1",
         "LANG": SAFE_LOCALE,
         "LC_ALL": SAFE_LOCALE,
         "TZ": "UTC",
-        **home_environment(home),
+        **home_environment(home, tmpdir=tmpdir),
         **run_config,
     }
     if include_token:

@@ -13,9 +13,12 @@ that trainers can reach, in a directory of its own (`Settings.make_trainer_home(
     runtime/code/<package>/  the trainer's own packages (`gpujobs`, `trainer`), copied, when the
                              checkout is out of reach
 
-It is rebuilt when what it mirrors changes (a package installed, a source file edited) and is
-read-only to trainers. Where everything is reachable already (not root; images; a clone in a
-world-readable folder) nothing is laid out and the server's interpreter runs trainers.
+The virtualenv's interpreter alone imports all of them (its `.pth` names both folders): whoever
+runs it with no PYTHONPATH (a test's launcher, an operator's GPUJOBS_TRAINER_PYTHON) gets the
+trainer, not `No module named trainer`. It is rebuilt when what it mirrors changes (a package
+installed, a source file edited) and is read-only to trainers. Where everything is reachable
+already (not root; images; a clone in a world-readable folder) nothing is laid out and the
+server's interpreter runs trainers.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ TRAINER_PACKAGES = ("gpujobs", "trainer")
 VERSION_UNUSED_S = 7 * 24 * 3600.0
 BUILD_ABANDONED_S = 3600.0
 FINGERPRINT = "complete"  # written last: a version without it is being built
+# Part of every version's fingerprint: a change to what a version holds rebuilds the ones made
+# before it (2: the interpreter's .pth names the copied code too).
+LAYOUT = "2"
 # An editable install's finder maps packages to the checkout; copied, it would send imports
 # into a folder the trainer cannot enter (PermissionError) instead of to runtime/code. The
 # packages' bytecode stays: trainers cannot write it, and without it `import torch` takes
@@ -56,7 +62,7 @@ class RuntimeUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class TrainerRuntime:
     python: str  # runs the trainer
-    python_path: str  # its PYTHONPATH: the mirrored code, then the operator's workload modules
+    python_path: str  # its PYTHONPATH: the operator's workload modules (the code is `python`'s)
 
 
 def usable_by_others(executable: str) -> bool:
@@ -93,11 +99,7 @@ def trainer_runtime(
     if usable_by_others(sys.executable) and _reachable_tree(site) and not hidden:
         return TrainerRuntime(python=sys.executable, python_path=python_path)
     built = _lay_out(directory.absolute(), site=site, hidden=hidden)
-    code = built / "code"
-    return TrainerRuntime(
-        python=str(built / "python" / "bin" / "python"),
-        python_path=os.pathsep.join(p for p in (str(code) if hidden else "", python_path) if p),
-    )
+    return TrainerRuntime(python=str(built / "python" / "bin" / "python"), python_path=python_path)
 
 
 def _reachable_tree(path: Path) -> bool:
@@ -125,7 +127,9 @@ def _lay_out(root: Path, *, site: Path, hidden: list[str]) -> Path:
             )  # fmt: skip
         for name in hidden:
             shutil.copytree(package_dir(name), building / "code" / name, ignore=CODE_SKIPPED)
-        _virtualenv(building / "python", packages=packages)
+        _virtualenv(
+            building / "python", packages=packages, code=version / "code" if hidden else None
+        )
         _read_only_to_others(building)
         (building / FINGERPRINT).write_text(version.name)
         building.chmod(0o755)
@@ -154,13 +158,16 @@ def _prune(root: Path, *, keep: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _virtualenv(target: Path, *, packages: Path) -> None:
-    """A virtualenv that sees `packages` (by its final path, where it will be once in place)."""
+def _virtualenv(target: Path, *, packages: Path, code: Path | None) -> None:
+    """A virtualenv that sees `code` (the copied packages) and `packages`, by their final paths,
+    where they will be once in place. `code` ahead of the rest, where PYTHONPATH used to put it:
+    no other copy of those packages (an install in `packages`) is imported instead."""
     base = _base_interpreter()
     subprocess.run([base, "-m", "venv", "--without-pip", str(target)], check=True)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     bridge = target / "lib" / version / "site-packages" / "gpujobs-runtime.pth"
-    bridge.write_text(f"import site; site.addsitedir({str(packages)!r})\n")
+    first = f"import sys; sys.path.insert(0, {str(code)!r})\n" if code is not None else ""
+    bridge.write_text(f"{first}import site; site.addsitedir({str(packages)!r})\n")
 
 
 def _base_interpreter() -> str:
@@ -184,7 +191,7 @@ def _base_interpreter() -> str:
 def _fingerprint(*, site: Path, site_hidden: bool, hidden: Iterable[str]) -> str:
     """What the runtime mirrors: the interpreter, the installed distributions, and every source
     file of the copied packages (so an edit to the trainer reaches the next start)."""
-    digest = hashlib.sha256(f"{sys.executable}\0{site}\0{site_hidden}".encode())
+    digest = hashlib.sha256(f"{LAYOUT}\0{sys.executable}\0{site}\0{site_hidden}".encode())
     if site_hidden:
         for entry in sorted(os.listdir(site)):
             digest.update(entry.encode() + b"\0")

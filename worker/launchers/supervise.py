@@ -7,10 +7,13 @@ status, which the launcher reads even after a restart.
 
 With `--uid N --gid N` (the server runs as root) the supervisor stays root, so it can write the
 exit status where the trainer cannot, and the command runs as that unprivileged user: no
-supplementary groups, umask 077. `--writable DIR` names a directory the command must be able to
-write as that user (its working directory, its checkpoints): checked after dropping privileges,
-before exec, so a deployment that hides them (a 0700 parent) fails at once with a message that
-says which, instead of deep inside the trainer. A command that cannot start at all records
+supplementary groups, umask 077. `--max-pids N` bounds that user's processes and threads
+(RLIMIT_NPROC, which the kernel counts per uid: the bound holds for all of the job's
+processes together, however they fork); a fork past it fails with EAGAIN in the job.
+`--writable DIR` names a directory the command must be able to write as that user (its
+working directory, its checkpoints): checked after dropping privileges, before exec, so a
+deployment that hides them (a 0700 parent) fails at once with a message that says which,
+instead of deep inside the trainer. A command that cannot start at all records
 EX_CONFIG (78): retrying cannot help.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -34,8 +38,8 @@ HINT = (
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print(
-            "usage: supervise EXIT_FILE [--uid N --gid N] [--workdir DIR] [--writable DIR]... "
-            "-- COMMAND...",
+            "usage: supervise EXIT_FILE [--uid N --gid N] [--max-pids N] [--workdir DIR] "
+            "[--writable DIR]... -- COMMAND...",
             file=sys.stderr,
         )
         return 2
@@ -44,17 +48,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("exit_file", type=Path)
     parser.add_argument("--uid", type=int)
     parser.add_argument("--gid", type=int)
+    parser.add_argument("--max-pids", type=int)
     parser.add_argument("--workdir", help="the command's working directory")
     parser.add_argument("--writable", action="append", default=[])
     options = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
     if not command or (options.uid is None) != (options.gid is None):
         parser.error("a command, and --uid with --gid or neither")
+    if options.max_pids is not None and options.uid is None:
+        # RLIMIT_NPROC counts every process of the uid: as the server's own, the server's too.
+        parser.error("--max-pids bounds a trainer's own uid: it needs --uid")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     code = _run(
         command,
         uid=options.uid,
         gid=options.gid,
+        max_pids=options.max_pids,
         workdir=options.workdir,
         writable=options.writable,
     )
@@ -69,12 +78,17 @@ def _run(
     *,
     uid: int | None,
     gid: int | None,
+    max_pids: int | None,
     workdir: str | None,
     writable: list[str],
 ) -> int:
     def prepare() -> None:
         # Ignored dispositions are inherited across exec: give the command the default back.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if max_pids is not None:
+            # Run after the switch to the job's uid (an unprivileged process may lower its own
+            # limits, never raise them again), before exec: everything the job starts inherits it.
+            resource.setrlimit(resource.RLIMIT_NPROC, (max_pids, max_pids))
         needs = [(command[0], os.X_OK, "run"), *((d, os.W_OK | os.X_OK, "write") for d in writable)]
         for path, mode, verb in needs:
             if not os.access(path, mode):

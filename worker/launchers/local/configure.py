@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from api.settings import Settings
-from worker.launchers.environment import S3Credentials
 from worker.launchers.identity import UidRange
 from worker.launchers.local.launcher import LocalLauncher
 from worker.launchers.local.spot_market import (
@@ -18,6 +17,7 @@ from worker.launchers.local.spot_market import (
     market_origin,
 )
 from worker.launchers.runtime import trainer_runtime
+from worker.storage_credentials import S3Credentials
 
 
 def launcher_from_settings(settings: Settings) -> LocalLauncher:
@@ -43,6 +43,7 @@ def launcher_from_settings(settings: Settings) -> LocalLauncher:
         python_path=runtime.python_path,
         s3=s3,
         uids=UidRange(first=local.trainer_uid_first, count=local.trainer_uid_count),
+        max_pids=local.trainer_max_pids,
     )
 
 

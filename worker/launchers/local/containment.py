@@ -9,11 +9,14 @@ directory:
     <root>/<attempt>/          0750 root:<job>    launcher state; the trainer may read, not write
     <root>/<attempt>/work/     0700 <job>:<job>   the trainer's working directory and HOME
     <checkpoints>/<job id>/    0700 <job>:<job>   a local checkpoint root's per-job prefix
+    /tmp/gj-<random>/          0700 <job>:<job>   its TMPDIR, short for the sockets made there
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 from pathlib import Path
 
 from gpujobs.checkpoints import LocalLocation, parse_uri
@@ -23,6 +26,10 @@ from worker.launchers.local import record
 
 DEFAULT_UIDS = UidRange(first=200_000, count=100_000)
 UID_REGISTRY = ".uids"  # a name no attempt id can take (LocalLauncher._dir)
+# Trainers' TMPDIRs: /tmp/gj-<16 hex> is 24 characters, whatever the launcher's root.
+SCRATCH_ROOT = Path("/tmp")
+SCRATCH_PREFIX = "gj-"
+SCRATCH_NAME_BYTES = 8
 
 
 def make_root(root: Path) -> None:
@@ -47,6 +54,38 @@ def prepare_attempt(directory: Path, identity: Identity | None) -> Path:
         os.chmod(directory, 0o750)
         os.chown(work, identity.uid, identity.gid)
     return work
+
+
+def prepare_scratch(directory: Path, identity: Identity | None) -> Path:
+    """The attempt's TMPDIR, the trainer's own: short whatever the root's length, since torch
+    makes sockets under it (environment.TMPDIR_MAX): `<root>/<attempt>/work/tmp` under
+    /var/lib/gpujobs/<hash>/attempts is 88 characters. A fresh name in /tmp, made here, so a
+    name a job left there is never taken over; recorded, so the attempt's end removes it."""
+    remove_scratch(directory)  # one a launch that died before starting the trainer made
+    while True:
+        path = SCRATCH_ROOT / f"{SCRATCH_PREFIX}{secrets.token_hex(SCRATCH_NAME_BYTES)}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        break
+    if identity is not None:
+        os.chown(path, identity.uid, identity.gid)
+    record.write(directory / record.SCRATCH, str(path))
+    return path
+
+
+def remove_scratch(directory: Path) -> None:
+    """The attempt's TMPDIR, and whatever its trainer left in it. Its trainer owns it and may
+    have swapped it for a link: rmtree removes no link's target and follows none inside."""
+    path = record.read(directory / record.SCRATCH)
+    if path is None:
+        return
+    if Path(path).parent == SCRATCH_ROOT and Path(path).name.startswith(SCRATCH_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(path):
+            return  # a file still being made in it: the next look removes it
+    (directory / record.SCRATCH).unlink(missing_ok=True)
 
 
 def prepare_checkpoints(request: LaunchRequest, identity: Identity | None) -> list[Path]:

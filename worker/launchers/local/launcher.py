@@ -8,7 +8,9 @@ group (the trainer checkpoints and exits 75), then SIGKILL after the notice peri
 
 A trainer runs a team's code, so it is contained (docs/security.md): its environment is built
 from an allowlist (`environment.trainer_environment`), it works in `<attempt>/work/`, and when
-the server is root it runs as its job's own unprivileged uid (containment.py).
+the server is root it runs as its job's own unprivileged uid (containment.py), whose processes
+and threads are bounded (`max_pids`, RLIMIT_NPROC) so that a fork bomb cannot take the
+machine's pids.
 """
 
 from __future__ import annotations
@@ -23,14 +25,22 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from api.launcher_settings import TRAINER_MAX_PIDS
 from api.logs.reader import LogChunk
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_TERMINATION_LOG
 from gpujobs.spec import CapacityType
-from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
-from worker.launchers.environment import Host, S3Credentials, trainer_environment
+from worker.launchers.base import (
+    Capability,
+    LaunchRefused,
+    LaunchRequest,
+    Observation,
+    ObservedState,
+)
+from worker.launchers.environment import Host, trainer_environment
 from worker.launchers.identity import UidRange
 from worker.launchers.local import containment, lock, observe, processes, record
 from worker.launchers.local.spot_market import SpotMarket
+from worker.storage_credentials import S3Credentials
 
 PREFIX = "local:"
 
@@ -61,6 +71,7 @@ class LocalLauncher:
         python_path: str = "",
         s3: S3Credentials | None = None,
         uids: UidRange = containment.DEFAULT_UIDS,
+        max_pids: int = TRAINER_MAX_PIDS,
         server_environ: Mapping[str, str] | None = None,
     ) -> None:
         # Absolute: the supervisor and the trainer run in other directories.
@@ -76,6 +87,7 @@ class LocalLauncher:
         self.python_path = python_path  # the operator's directories of allowed workload modules
         self.s3 = s3
         self.uids = uids
+        self.max_pids = max_pids  # a job uid's processes and threads (run as root)
         self.server_environ = os.environ if server_environ is None else server_environ
         self.clock = clock
         self._groups = processes.ProcessGroups()
@@ -111,25 +123,34 @@ class LocalLauncher:
                 record.write(directory / record.PREEMPT_AT, repr(at))
         identity = containment.trainer_identity(self.root, request, self.uids)
         work = containment.prepare_attempt(directory, identity)
+        scratch = containment.prepare_scratch(directory, identity)
         config = directory / record.RUN_CONFIG
         record.write(config, request.run_config.model_dump_json(indent=2))
         containment.share(config, identity)
-        env = trainer_environment(
-            request,
-            run_config={
-                ENV_RUN_CONFIG: str(config),
-                ENV_TERMINATION_LOG: str(directory / record.TERMINATION_LOG),
-            },
-            home=str(work),
-            s3=self.s3,
-            host=Host(
-                server_environ=self.server_environ,
-                bin_dir=str(Path(self.trainer_python).parent),
-                python_path=self.python_path,
-            ),
-        )
-        writable = [work, *containment.prepare_checkpoints(request, identity)]
-        confine = [] if identity is None else [f"--uid={identity.uid}", f"--gid={identity.gid}"]
+        try:
+            env = trainer_environment(
+                request,
+                run_config={
+                    ENV_RUN_CONFIG: str(config),
+                    ENV_TERMINATION_LOG: str(directory / record.TERMINATION_LOG),
+                },
+                home=str(work),
+                tmpdir=str(scratch),
+                s3=request.storage or self.s3,
+                host=Host(
+                    server_environ=self.server_environ,
+                    bin_dir=str(Path(self.trainer_python).parent),
+                    python_path=self.python_path,
+                ),
+            )
+        except LaunchRefused:
+            containment.remove_scratch(directory)  # never launched: no status will see it end
+            raise
+        writable = [work, scratch, *containment.prepare_checkpoints(request, identity)]
+        confine = []
+        if identity is not None:
+            confine = [f"--uid={identity.uid}", f"--gid={identity.gid}"]
+            confine.append(f"--max-pids={self.max_pids}")
         # The supervisor may stay root: -I keeps the trainer's PYTHON* variables and any
         # directory the job can write off its import path.
         command = [
@@ -176,6 +197,7 @@ class LocalLauncher:
             if ending.exit_code is not None or (directory / record.STOP_DEADLINE).exists():
                 processes.kill_stragglers(directory)
             return Observation(ObservedState.RUNNING, message="waiting for processes to exit")
+        containment.remove_scratch(directory)
         return observe.ended(directory, ending)
 
     def cancel(self, handle: str) -> None:

@@ -21,6 +21,7 @@ PREEMPT_AT = "preempt_at"  # when the simulated spot market takes the attempt's 
 NO_CAPACITY = "no_capacity"  # why the attempt never started: no spot now
 DRAINED = "drained"  # the worker stopped the attempt on its way out (LocalLauncher.drain)
 WORK = "work"  # the trainer's own directory
+SCRATCH = "scratch"  # where its TMPDIR is (outside: containment.prepare_scratch)
 # In the trainer's own directory: it runs as the job's uid and writes nowhere else here.
 TERMINATION_LOG = "work/termination-log"
 

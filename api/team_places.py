@@ -1,5 +1,7 @@
-"""How many `logs?follow=true` streams each team holds: a follower costs a poll a second, so a
-team gets a bounded number and the rest are told to come back (429)."""
+"""What a team may hold at once of something the server pays for while it lasts: a followed log
+stream costs a poll a second, an estimate computing seconds of CPU. A team gets a bounded number
+of places; one more is told to come back (429 with Retry-After), so one team never takes what
+every team shares (the admission places, the thread pool)."""
 
 from __future__ import annotations
 
@@ -11,18 +13,16 @@ from api.errors import TooManyRequests
 
 
 @dataclass
-class Followers:
+class TeamPlaces:
     limit: int
+    refusal: str  # what a team with every place taken is told; "{limit}" is filled in
     _held: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, *, team_id: str) -> Lease:
         with self._lock:
             if self._held[team_id] >= self.limit:
-                raise TooManyRequests(
-                    f"this team already follows {self.limit} log streams; close one or "
-                    "read without follow=true"
-                )
+                raise TooManyRequests(self.refusal.format(limit=self.limit))
             self._held[team_id] += 1
         return Lease(self, team_id)
 
@@ -38,14 +38,14 @@ class Followers:
 
 
 class Lease:
-    """One follower's place; releasing it twice gives it back once."""
+    """One place; releasing it twice gives it back once."""
 
-    def __init__(self, followers: Followers, team_id: str) -> None:
-        self._followers = followers
+    def __init__(self, places: TeamPlaces, team_id: str) -> None:
+        self._places = places
         self._team_id = team_id
         self._held = True
 
     def release(self) -> None:
         if self._held:
             self._held = False
-            self._followers._give_back(self._team_id)
+            self._places._give_back(self._team_id)
