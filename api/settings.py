@@ -214,6 +214,14 @@ class Settings(BaseSettings):
     storage_iam_endpoint_url: str = Field(
         "", description="iam_users: the IAM API; empty = s3_endpoint_url (SeaweedFS serves both)."
     )
+    storage_revoke_interval_s: float = Field(
+        300.0,
+        gt=0,
+        description="iam_users: a reconciling pass lists every IAM user (to delete those of "
+        "ended attempts) when an attempt has ended since its last listing, when a revocation "
+        "failed, and otherwise this often (for an attempt whose end a worker's lagging clock "
+        "dated before the listing, or one gone from the database).",
+    )
     trainer_home: Path | None = Field(
         None,
         description="Trainers' directories (attempts, local checkpoints, the runtime they run "
