@@ -368,6 +368,14 @@ class Settings(BaseSettings):
             return self.database_url
         return f"sqlite:///{(self.home / 'gpujobs.db').resolve()}"
 
+    def market_time_scale(self) -> float:
+        """Simulated seconds per wall-clock second of the spot market the placement weighs: the
+        local launcher's simulated market runs its own clock (GPUJOBS_SPOT_TRACE_TIME_SCALE),
+        and reasons that give its durations say so; 1 for a real market."""
+        if self.launcher == "local" and self.local.spot_market != "off":
+            return self.local.spot_trace_time_scale
+        return 1.0
+
     def api_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
 
