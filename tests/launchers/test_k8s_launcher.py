@@ -486,7 +486,10 @@ def test_a_job_kueue_evicts_for_a_higher_priority_is_a_preemption_once_its_pods_
     stopping = launcher.status(handle)
     assert stopping.state is ObservedState.RUNNING, stopping
 
+    # The trainer saved and exited 75 on the notice; the Job's own rule for that exit (it is no
+    # preemption without a DisruptionTarget) fails the Job, as the Job controller does.
     cluster.set_pod_status(pod, cluster.terminated(75))
+    cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=False)
     observation = launcher.status(handle)
     assert observation.state is ObservedState.PREEMPTED, observation
     assert observation.exit_code == 75

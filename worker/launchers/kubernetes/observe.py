@@ -179,12 +179,17 @@ def _observe_live(
     conditions = _true_conditions(job)
     if "Complete" in conditions:
         return Observation(ObservedState.SUCCEEDED, exit_code=0)
+    suspended = job.spec is not None and bool(job.spec.suspend)
+    evicted = kueue.eviction(workload) if suspended else None
+    if evicted is not None:
+        # Before the Failed condition: the Job controller stops a suspended Job's pods, its
+        # trainer exits 75 on that notice, and the Job's own rule for that exit fails it.
+        return _evicted(pods, evicted)
     if "Failed" in conditions:
         return _ended(job, pods, gone_nodes, conditions["Failed"])
-    if job.spec is not None and job.spec.suspend:
-        # Before the pods are read: the ones a suspension stops fail with the notice's exit
-        # code, which is no failure of the attempt.
-        return _suspended(job, pods, now, unschedulable_timeout_s, workload)
+    if suspended:
+        # Before the pods are read: Kueue has not admitted it (yet, or again).
+        return _waiting(job, now, unschedulable_timeout_s, workload)
 
     active = [p for p in pods if _phase(p) in _ACTIVE_PHASES and not _lost(p, gone_nodes)]
     interrupted = [p for p in pods if _disruption(p, gone_nodes)]
@@ -220,28 +225,28 @@ def _observe_live(
     return Observation(ObservedState.PENDING, message=message)
 
 
-def _suspended(
+def _evicted(pods: Sequence[client.V1Pod], evicted: str) -> Observation:
+    """Kueue admitted the Job and then evicted it (a higher priority took its quota), which it
+    does by suspending the Job: a preemption, reported once its pods have stopped (they
+    checkpoint on the notice), with rank 0's exit code while its pod is there to tell it."""
+    stopping = [p for p in pods if _phase(p) in _ACTIVE_PHASES and _terminated(p) is None]
+    if stopping:
+        return Observation(
+            ObservedState.RUNNING, message=f"{evicted}; {len(stopping)} pod(s) stopping"
+        )
+    ranked = _by_index(pods)
+    code = _exit_code(ranked[0]) if ranked else None
+    return Observation(ObservedState.PREEMPTED, exit_code=code, message=evicted)
+
+
+def _waiting(
     job: client.V1Job,
-    pods: Sequence[client.V1Pod],
     now: datetime,
     unschedulable_timeout_s: float,
     workload: kueue.Workload | None,
 ) -> Observation:
-    """A suspended Job either waits for Kueue's admission or was admitted and then evicted by
-    Kueue (its quota taken by a higher priority): a preemption, reported once its pods have
-    stopped (they checkpoint on the notice), with rank 0's exit code when its pod is still
-    there to tell it. Without its Workload (no Kueue, or no right to read it) it reads as
-    waiting, as before."""
-    evicted = kueue.eviction(workload)
-    if evicted is not None:
-        stopping = [p for p in pods if _phase(p) in _ACTIVE_PHASES and _terminated(p) is None]
-        if stopping:
-            return Observation(
-                ObservedState.RUNNING, message=f"{evicted}; {len(stopping)} pod(s) stopping"
-            )
-        ranked = _by_index(pods)
-        code = _exit_code(ranked[0]) if ranked else None
-        return Observation(ObservedState.PREEMPTED, exit_code=code, message=evicted)
+    """A suspended Job that Kueue has not admitted; without its Workload (no Kueue, or no
+    right to read it) an evicted Job reads so too, as it did before."""
     message = kueue.waiting(job, workload)
     created = job.metadata.creation_timestamp
     if created is not None and (now - created).total_seconds() > unschedulable_timeout_s:
