@@ -13,8 +13,8 @@ PIP_FIND := $(if $(WHEELS),--find-links $(WHEELS))
 export TORCH_WHEEL_DIR := $(WHEELS)
 
 .PHONY: run spot-demo test test-clock install system-deps services docker docker-engine \
-	docker-base-images docker-images cluster cluster-deps cluster-images cluster-down lint format \
-	bench clean
+	docker-base-images docker-images cluster cluster-deps cluster-images cluster-down kueue lint \
+	format bench clean
 
 run: install
 	$(BIN)/python -m worker.standalone
@@ -82,6 +82,11 @@ cluster-deps:
 cluster-images: cluster docker-base-images
 	@IMAGE_SIZES_JSON=/dev/null bash scripts/docker-images.sh
 	@bash scripts/cluster/images.sh $${TRAINER_IMAGE:-gpujobs-trainer:cpu}
+
+# Kueue on the local cluster: built from the Go module proxy, its manager run as a process
+# (scripts/cluster/kueue.sh); the queues tests/k8s/test_real_kueue.py submits to.
+kueue: cluster
+	@bash scripts/cluster/kueue.sh
 
 cluster-down:
 	@bash scripts/cluster/down.sh
