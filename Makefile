@@ -12,11 +12,16 @@ WHEELS ?= $(firstword $(wildcard $(abspath ../shared/wheels) /opt/wheels))
 PIP_FIND := $(if $(WHEELS),--find-links $(WHEELS))
 export TORCH_WHEEL_DIR := $(WHEELS)
 
-.PHONY: run test test-clock install system-deps services docker docker-engine docker-base-images \
-	docker-images cluster cluster-deps cluster-images cluster-down lint format bench clean
+.PHONY: run spot-demo test test-clock install system-deps services docker docker-engine \
+	docker-base-images docker-images cluster cluster-deps cluster-images cluster-down kueue lint \
+	format bench clean
 
 run: install
 	$(BIN)/python -m worker.standalone
+
+# The spot demo sized to this machine's trainer (docs/spot-demo.md): writes .gpujobs/spot-demo.yaml.
+spot-demo: install
+	$(BIN)/python -m devstack.spot_demo
 
 # The real cluster and the trainer image in it come first: tests/k8s run beside the rest
 # (scripts/run-tests.sh).
@@ -77,6 +82,11 @@ cluster-deps:
 cluster-images: cluster docker-base-images
 	@IMAGE_SIZES_JSON=/dev/null bash scripts/docker-images.sh
 	@bash scripts/cluster/images.sh $${TRAINER_IMAGE:-gpujobs-trainer:cpu}
+
+# Kueue on the local cluster: built from the Go module proxy, its manager run as a process
+# (scripts/cluster/kueue.sh); the queues tests/k8s/test_real_kueue.py submits to.
+kueue: cluster
+	@bash scripts/cluster/kueue.sh
 
 cluster-down:
 	@bash scripts/cluster/down.sh

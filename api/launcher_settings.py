@@ -1,7 +1,8 @@
 """Each launcher's own settings, a group per launcher, under the GPUJOBS_ names they always had.
 
-api/ reads none of them: they are here because `Settings` (api.settings) is built here, and the
-worker imports api, never the reverse. `Settings.local` and `Settings.kubernetes` hold them; the
+api/ reads none of them but the simulated spot market's clock (Settings.market_time_scale, which
+the placement's words follow): they are here because `Settings` (api.settings) is built here, and
+the worker imports api, never the reverse. `Settings.local` and `Settings.kubernetes` hold them; the
 launcher of that name reads its group (worker/launchers/registry.py).
 """
 

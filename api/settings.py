@@ -214,6 +214,14 @@ class Settings(BaseSettings):
     storage_iam_endpoint_url: str = Field(
         "", description="iam_users: the IAM API; empty = s3_endpoint_url (SeaweedFS serves both)."
     )
+    storage_revoke_interval_s: float = Field(
+        300.0,
+        gt=0,
+        description="iam_users: a reconciling pass lists every IAM user (to delete those of "
+        "ended attempts) when an attempt has ended since its last listing, when a revocation "
+        "failed, and otherwise this often (for an attempt whose end a worker's lagging clock "
+        "dated before the listing, or one gone from the database).",
+    )
     trainer_home: Path | None = Field(
         None,
         description="Trainers' directories (attempts, local checkpoints, the runtime they run "
@@ -359,6 +367,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'gpujobs.db').resolve()}"
+
+    def market_time_scale(self) -> float:
+        """Simulated seconds per wall-clock second of the spot market the placement weighs: the
+        local launcher's simulated market runs its own clock (GPUJOBS_SPOT_TRACE_TIME_SCALE),
+        and reasons that give its durations say so; 1 for a real market."""
+        if self.launcher == "local" and self.local.spot_market != "off":
+            return self.local.spot_trace_time_scale
+        return 1.0
 
     def api_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"

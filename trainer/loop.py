@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -27,15 +26,7 @@ from gpujobs.runtime import (
 )
 from trainer import determinism, rng
 from trainer.cadence import SaveCadence
-from trainer.checkpoint import (
-    Checkpointer,
-    CheckpointState,
-    Store,
-    StoreUnavailable,
-    discard_after,
-    open_store,
-)
-from trainer.checkpoint.writer import SaveResult
+from trainer.checkpoint import CheckpointState, StoreUnavailable
 from trainer.config import ConfigError, checkpoint_interval, computing_config, fingerprint
 from trainer.distributed import DistContext, init_distributed
 from trainer.loader import BatchStream, build_loader
@@ -43,14 +34,8 @@ from trainer.optimization import lr_factor, make_optimizer, make_scheduler
 from trainer.precision import Precision, choose_precision
 from trainer.preemption import PreemptionNotice
 from trainer.progress import ApiReporter, ProgressLog, Publisher
-from trainer.resume import (
-    abort_incomplete_uploads,
-    check_config,
-    check_total_steps,
-    find_checkpoint,
-)
 from trainer.sampler import DataPosition, ResumableSampler
-from trainer.standby import StandbyGate
+from trainer.start import Start, Stopped
 from trainer.workloads import Workload, load_workload
 
 log = logging.getLogger(__name__)
@@ -97,7 +82,8 @@ class Trainer:
 
     # -- building -------------------------------------------------------------------------
 
-    def _build(self) -> None:
+    def _build(self) -> int:
+        """Everything training needs, built; the total steps it trains to."""
         spec, dist = self.spec, self.dist
         determinism.apply(spec.deterministic)
         rng.seed_everything(spec.seed)
@@ -146,10 +132,14 @@ class Trainer:
             collate_fn=self.workload.collate_fn,
         )
         self.stream = BatchStream(loader, self.sampler, dist.device, spec.seed)
+        return self.total_steps
 
-    # -- resuming (what to resume from and whether it may: trainer.resume) ----------------
+    # -- resuming (from what, in which order, whether it may: trainer.start, trainer.resume) -
 
-    def _restore(self, state: CheckpointState) -> None:
+    def _restore(self, state: CheckpointState | None) -> None:
+        if state is None:
+            self.stream.seek(DataPosition())
+            return
         shared = state.shared
         self.model.load_state_dict(shared["model"])
         self.optimizer.load_state_dict(shared["optimizer"])
@@ -211,15 +201,6 @@ class Trainer:
             wait=wait,
         )
 
-    def _on_saved(self, result: SaveResult) -> None:
-        if result.ok:
-            self.progress.event(
-                "checkpoint",
-                step=result.step,
-                bytes=result.nbytes,
-                upload_s=round(result.upload_s, 4),
-            )
-
     # -- the loop ---------------------------------------------------------------------------
 
     def _train_step(self) -> torch.Tensor:
@@ -253,20 +234,19 @@ class Trainer:
         except StoreUnavailable as exc:
             log.error("the checkpoint store cannot be read; stopping without touching it: %s", exc)
             self.progress.event("store_unavailable", message=str(exc))
-            return self._nothing_run(EXIT_STORE_UNAVAILABLE, None, step=0)
+            return self._nothing_run(EXIT_STORE_UNAVAILABLE, None)
         finally:
             if own_notice:
                 self.notice.uninstall()
             if self._own_dist:
                 self.dist.shutdown()
 
-    def _nothing_run(
-        self, exit_code: int, state: CheckpointState | None, *, step: int
-    ) -> RunResult:
+    def _nothing_run(self, exit_code: int, state: CheckpointState | None) -> RunResult:
+        """Stopped before its first step; `state`: the checkpoint that holds all its work."""
         resumed = state.step if state else None
         return RunResult(
             exit_code=exit_code,
-            step=step,
+            step=resumed or 0,
             total_steps=getattr(self, "total_steps", 0),
             steps_run=0,
             train_s=0.0,
@@ -276,116 +256,31 @@ class Trainer:
             checkpoint_step=resumed,
         )
 
-    def _noticed(self) -> bool:
-        return self.dist.agree_any([self.notice.received])[0]
-
-    def _stop_before_training(self, state: CheckpointState | None) -> RunResult:
-        """The notice came before the first step: nothing new to save. 75 when a checkpoint
-        covers all the work done (the one found), 76 when there is none."""
-        step = state.step if state else 0
-        self.progress.event(
-            "preempted", step=step, checkpoint_step=state.step if state else None, saved=False
-        )
-        code = EXIT_PREEMPTED if state else EXIT_PREEMPTED_NO_CHECKPOINT
-        return self._nothing_run(code, state, step=step)
-
     def _run(self) -> RunResult:
-        gate = StandbyGate.for_run(
-            self.config, self.environ, dist=self.dist, notice=self.notice, progress=self.progress
+        start = Start(
+            self.config,
+            environ=self.environ,
+            dist=self.dist,
+            notice=self.notice,
+            progress=self.progress,
+            computing=self.computing,
         )
-        store = open_store(
-            self.config.checkpoint_uri,
-            endpoint_url=self.config.s3_endpoint_url,
-            create=self.dist.is_main,
+        started = start.run(
+            build=self._build, restore=self._restore, close=lambda: self.stream.close()
         )
-        if gate is None:
-            state = self._resume_point(store)
-            if self._noticed():
-                return self._stop_before_training(state)
-            self._build()
-        else:
-            # Built first, the store read only once handed over: until then another attempt
-            # writes newer checkpoints there, to resume from and not to clean up.
-            self._build()
-            if (stood_down := self._stand_by(gate)) is not None:
-                return stood_down
-            state = self._resume_point(store)
-        self._open_checkpointer(store, state)
-        step = self._resume(state)
-        if self._noticed():
-            self.stream.close()
-            return self._stop_before_training(state)
+        if isinstance(started, Stopped):
+            return self._nothing_run(started.exit_code, started.state)
+        self.checkpointer = started.checkpointer
         interval = checkpoint_interval(self.config)
-        self._announce(step, state, interval)
+        self._announce(started.step, started.state, interval)
         reporter = ApiReporter.for_run(self.config, self.environ, dist=self.dist)
         try:
-            return self._loop(step, state.step if state else None, interval, reporter)
+            return self._loop(started.step, started.resumed_from, interval, reporter)
         finally:
             self.checkpointer.wait()
             self.stream.close()
             if reporter is not None:
                 reporter.close()
-
-    def _stand_by(self, gate: StandbyGate) -> RunResult | None:
-        """None once handed over; else how the standby ended: nothing saved, nothing in the
-        store read or written, 76 (the control plane closes the standby itself)."""
-        answer = gate.wait()
-        if answer is not None and answer.action == "go":
-            return None
-        self.stream.close()
-        if answer is None:
-            # A notice while standing by: withdrawn, or its spot capacity reclaimed. Either way
-            # it never trained; "preempted step=0 saved=False" read as lost work.
-            self.progress.event("standby_stopped", noticed=True)
-        return self._nothing_run(EXIT_PREEMPTED_NO_CHECKPOINT, None, step=0)
-
-    def _resume_point(self, store: Store) -> CheckpointState | None:
-        """The checkpoint to resume from, refused before anything is built if it computes
-        something else."""
-        state = find_checkpoint(store, self.dist)
-        if state is not None:
-            check_config(
-                state,
-                self.computing,
-                allow_change=self.spec.checkpoint.allow_config_change,
-                progress=self.progress,
-            )
-        return state
-
-    def _open_checkpointer(self, store: Store, state: CheckpointState | None) -> None:
-        """Checks what needs the data (the total steps), clears what a killed attempt left
-        beyond the resume point, and opens this attempt's writer."""
-        dist = self.dist
-        saved_total = state.shared.get("total_steps", self.total_steps) if state else None
-        if saved_total is not None and saved_total != self.total_steps:
-            check_total_steps(
-                saved_total,
-                self.total_steps,
-                allow_change=self.spec.checkpoint.allow_config_change,
-                progress=self.progress,
-            )
-        if dist.is_main:
-            discard_after(store, state.step if state else None)
-            abort_incomplete_uploads(store)
-        nonce = dist.broadcast(uuid.uuid4().hex)
-        dist.barrier()
-        self.checkpointer = Checkpointer(
-            store,
-            rank=dist.rank,
-            world_size=dist.world_size,
-            nonce=nonce,
-            keep_last=self.spec.checkpoint.keep_last,
-            on_complete=self._on_saved if dist.is_main else None,
-        )
-
-    def _resume(self, state: CheckpointState | None) -> int:
-        """The step training continues from, with everything restored to it."""
-        if state is None:
-            self.stream.seek(DataPosition())
-            return 0
-        self._restore(state)
-        self.checkpointer.last_complete_step = state.step
-        return state.step
 
     def _announce(self, step: int, state: CheckpointState | None, interval: Any) -> None:
         spec = self.spec

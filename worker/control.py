@@ -23,6 +23,7 @@ from worker.launchers import registry
 from worker.launchers.base import Launcher, drains
 from worker.storage_credentials import StorageCredentials
 from worker.storage_credentials.configure import from_settings as storage_from_settings
+from worker.storage_credentials.revocation import Pace
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class ControlPlane:
     reservations: ReservationsQuery = _no_reservations
     # Mints each attempt's own S3 keys; None: the launcher's static trainer keys, if any.
     storage: StorageCredentials | None = None
+    # When this worker last listed the holders of S3 keys, to revoke those of ended attempts.
+    revocations: Pace = field(default_factory=Pace)
 
 
 def drain_on_shutdown(settings: Settings) -> list[str]:

@@ -12,7 +12,10 @@ the launcher say now, so a worker killed between any two of them loses nothing:
    mark and the stop, or a lost signal, costs one pass).
 4. **Handed over.** When the launcher reports the running attempt gone, one transaction closes
    it (`handed_over`) and promotes the standby (`standby = False`): from then on the API answers
-   the standby `go`, and it restores the newest checkpoint and trains.
+   the standby `go`, and it restores the newest checkpoint and trains. Gone means every process
+   of it, not only its trainer: a helper it left behind (in a session of its own, ignoring
+   SIGTERM) is killed by the launcher before it reports the attempt over, and the job's events
+   say so; left running, it wrote into the checkpoints the standby restores from.
 
 Exactly one attempt trains at any moment: the standby may train only once it is promoted, and it
 is promoted only after the launcher has seen the old attempt's trainer gone. A standby that gets
@@ -131,6 +134,14 @@ def complete(
     job again from its checkpoint."""
     old.exit_code = observation.exit_code
     close(session, attempt=old, job=job, now=now, end_reason=EndReason.HANDED_OVER)
+    if observation.killed:
+        lifecycle.note(
+            session,
+            job,
+            reason=f"handover: {observation.killed} process(es) of attempt {old.number} did not "
+            "exit on the notice or outlived its trainer, and were killed before the handover",
+            data={"attempt": old.number, "killed": observation.killed},
+        )
     if JobStatus(job.status) != JobStatus.RUNNING:
         return  # a cancel won the race: the job stays where it is
     standby = repo.open_standby(session, job_id=job.id, for_update=True)

@@ -58,7 +58,13 @@ def reconcile_once(cp: ControlPlane) -> int:
         log.exception("enforcing budgets failed; next pass retries")
     if cp.storage is not None:
         try:
-            revoke_ended(storage=cp.storage, factory=cp.factory)
+            revoke_ended(
+                storage=cp.storage,
+                factory=cp.factory,
+                pace=cp.revocations,
+                now=cp.clock(),
+                interval_s=cp.settings.storage_revoke_interval_s,
+            )
         except Exception:
             log.exception("revoking ended attempts' S3 keys failed; next pass retries")
     return changed

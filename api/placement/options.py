@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from api.placement.candidates import CandidateIndex, Candidates, SpotCandidate
+from api.placement.market_clock import market_duration
 from api.placement.plan import Plan
 from api.placement.snapshot import JobState, Reservation, Snapshot
 from api.pricing.cost_model import (
@@ -279,10 +280,12 @@ class Market:
         if option.capacity == CapacityType.SPOT:
             every = interval(job, option)
             if loss_fraction(option.risk, every) >= MAX_LOSS_FRACTION:
+                every_run = market_duration(
+                    option.lifetime_hours, time_scale=self.snapshot.time_scale
+                )
                 return (
-                    f"preempts a {job.spec.resources.nodes}-node gang about every "
-                    f"{60 * option.lifetime_hours:.0f} min: it would never finish "
-                    "(expected cost infinite)"
+                    f"preempts a {job.spec.resources.nodes}-node gang about every {every_run}: "
+                    "it would never finish (expected cost infinite)"
                 )
         return None
 

@@ -24,6 +24,7 @@ from api.placement.decisions import (
     Unweighable,
     Withdraw,
 )
+from api.placement.market_clock import market_duration
 from api.placement.options import (
     Market,
     Option,
@@ -335,9 +336,11 @@ def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
     elif sit.hours_left is None:
         why = "without a deadline, the rule would no longer move the job to spot"
     else:
+        scale = rnd.snapshot.time_scale
         why = (
-            f"it no longer pays for itself: expected spot run {_duration(spot.lifetime_hours)} "
-            f"against a changeover of {_duration(sit.restart_hours)}"
+            "it no longer pays for itself: expected spot run "
+            f"{market_duration(spot.lifetime_hours, time_scale=scale)} "
+            f"against a changeover of {market_duration(sit.restart_hours)}"
         )
     return Withdraw(job.id, held.attempt_id, why)
 
@@ -364,18 +367,15 @@ def _standby_reason(
     ):
         # Why on-demand stays, too: held beside it, the standby read as the rule's reversal.
         stays = f" (on-demand stays: {verdict.why})" if verdict.choice is Choice.ON_DEMAND else ""
+        # The lifetime is the market's, on its clock; the changeover is this launcher's own
+        # (a process start, a node's provisioning), on the wall clock whatever the market's.
+        lifetime = market_duration(spot.lifetime_hours, time_scale=rnd.snapshot.time_scale)
         return (
-            f"a standby on spot pays for itself: expected spot run "
-            f"{_duration(spot.lifetime_hours)} against a changeover of "
-            f"{_duration(sit.restart_hours)}, hidden while on-demand trains{stays}"
+            f"a standby on spot pays for itself: expected spot run {lifetime} against a "
+            f"changeover of {market_duration(sit.restart_hours)}, hidden while on-demand "
+            f"trains{stays}"
         )
     return None
-
-
-def _duration(hours: float) -> str:
-    if math.isinf(hours):
-        return "unbounded"
-    return f"{hours:.1f} h" if hours >= 1 else f"{60 * hours:.0f} min"
 
 
 def _take(rnd: _Round, job: JobState, option: Option, out: Outcome) -> None:

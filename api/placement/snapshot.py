@@ -133,6 +133,10 @@ class Snapshot:
     gpu_speeds: Mapping[str, float] = field(default_factory=dict)
     # the launcher can hold a standby beside a running attempt (make-before-break)
     standby: bool = False
+    # The spot market's simulated seconds per wall-clock second (the local launcher's simulated
+    # market, Settings.market_time_scale); 1: a real market. Only its words follow it
+    # (market_clock): the figures weighed are the market's hours either way.
+    time_scale: float = 1.0
 
 
 def measured_pace(

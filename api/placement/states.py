@@ -25,6 +25,7 @@ class Calibration:
     restart_hours: float  # provisioning + restore delay of a new attempt
     step_hours: float  # the scheduler's interval: decide()'s reaction time
     gpu_speeds: Speeds = field(default_factory=dict)  # normalized; empty: every model alike
+    time_scale: float = 1.0  # the spot market's clock (Snapshot.time_scale); 1: real
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,7 @@ def build(
         step_hours=calibration.step_hours,
         gpu_speeds=normalized(calibration.gpu_speeds),
         standby=standby,
+        time_scale=calibration.time_scale,
     )
 
 
@@ -199,6 +200,7 @@ def calibration(settings: Settings) -> Calibration:
         restart_hours=settings.restart_hours,
         step_hours=settings.schedule_interval_s / 3600.0,
         gpu_speeds=normalized(settings.gpu_speeds),
+        time_scale=settings.market_time_scale(),
     )
 
 

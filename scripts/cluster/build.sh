@@ -148,6 +148,31 @@ build_helm() {
   stamp helm "$v"
 }
 
+# Kueue's manager (cmd/kueue). Its CRDs are not built: kueue.sh applies them from the module's
+# source in $GOMODCACHE (config/components/crd/bases), the same release as the binary.
+build_kueue() {
+  local v=$KUEUE_VERSION
+  stamp_ok kueue "$v" && [ -x "$BIN_DIR/kueue" ] && return
+  local dir=$SRC_DIR/kueue
+  new_module "$dir"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/kueue/cmd/kueue"\n' >"$dir/tools.go"
+  (cd "$dir" && go get "sigs.k8s.io/kueue@v$v" >/dev/null 2>&1)
+  copy_replaces "$dir" "sigs.k8s.io/kueue@v$v"
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
+  # Stamped as the release's own build: the manager logs v$v at start. No `tools` tag here (it
+  # is only for tidy): dependencies have tools.go files of their own that import programs.
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$v" \
+    -o "$BIN_DIR/kueue" sigs.k8s.io/kueue/cmd/kueue)
+  stamp kueue "$v"
+}
+
+# The directory of Kueue's module source (its CRDs and sample configuration), downloaded if absent.
+kueue_source() {
+  go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
+
 component=${1:-all}
 case $component in
   kubernetes) build_kubernetes ;;
@@ -168,6 +193,9 @@ case $component in
     build_simple coredns github.com/coredns/coredns "$COREDNS_VERSION" 0 "" github.com/coredns/coredns ;;
   pause) build_pause ;;
   helm) build_helm ;;
+  # Not in `all`: only `make kueue` needs it.
+  kueue) build_kueue ;;
+  kueue-source) kueue_source ;;
   all)
     for c in pause cni runc containerd etcd coredns kubernetes helm; do bash "$0" "$c"; done ;;
   *) echo "unknown component $component" >&2; exit 2 ;;

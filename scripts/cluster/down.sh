@@ -30,6 +30,8 @@ if [ -S "$CONTAINERD_SOCK" ]; then
     ctr --address "$CONTAINERD_SOCK" -n k8s.io tasks delete -f "$task" >/dev/null 2>&1
   done
 fi
+# Kueue's manager (scripts/cluster/kueue.sh), while the API server it talks to still runs.
+stop kueue
 stop kube-proxy
 # Its Service rules (KUBE-* chains in the nat and filter tables) go with it.
 command -v kube-proxy >/dev/null && kube-proxy --cleanup >/dev/null 2>&1

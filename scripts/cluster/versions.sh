@@ -11,5 +11,7 @@ SRC_DIR=$CLUSTER_CACHE/src
 COREDNS_VERSION=1.14.7
 # Helm (helm.sh/helm/v4), for installing the chart on the local cluster (tests/k8s).
 HELM_VERSION=4.3.2
+# Kueue (sigs.k8s.io/kueue): its manager, run as a process by scripts/cluster/kueue.sh.
+KUEUE_VERSION=0.17.0
 # The sandbox image: our own pause binary (scripts/cluster/build.sh), never pulled.
 PAUSE_IMAGE=docker.io/local/pause:gpujobs-1

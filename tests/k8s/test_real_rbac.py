@@ -103,7 +103,8 @@ def test_the_worker_account_launches_and_cancels_with_the_charts_role_and_can_do
               ("list", "jobs.batch"),  # helm uninstall's hook deletes them all
               ("delete", "jobs.batch"), ("create", "secrets"), ("delete", "secrets"),
               ("patch", "secrets"), ("create", "services"), ("list", "pods"),
-              ("get", "pods/log"), ("list", "events")]  # fmt: skip
+              ("get", "pods/log"), ("list", "events"),
+              ("list", "workloads.kueue.x-k8s.io")]  # fmt: skip
     refused = [("get", "secrets"), ("list", "secrets"), ("create", "pods"), ("delete", "pods"),
                ("create", "pods/eviction"), ("create", "pods/exec"), ("update", "jobs.batch"),
                ("create", "roles.rbac.authorization.k8s.io"),

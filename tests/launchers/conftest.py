@@ -22,6 +22,7 @@ import kmock
 import pytest
 from kmock._internal import rendering
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from api.placement import Placement
 from gpujobs.runtime import RunConfig
@@ -125,6 +126,40 @@ class Cluster:
         self.batch.patch_namespaced_job_status(
             name, NAMESPACE, {"status": {"conditions": conditions}}
         )
+
+    def kueue_workload(self, handle: str, *conditions: dict[str, Any]) -> None:
+        """Kueue's Workload of the Job (labelled with its uid, as Kueue labels it), with these
+        conditions; written anew on each call."""
+        namespace, name = handle.split("/")
+        job = self.batch.read_namespaced_job(name, namespace)
+        custom = client.CustomObjectsApi(self.api)
+        workload = f"job-{name}-{job.metadata.uid[:5]}"
+        body = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {
+                "name": workload,
+                "namespace": namespace,
+                "labels": {"kueue.x-k8s.io/job-uid": job.metadata.uid},
+            },
+            "spec": {"queueName": job.metadata.labels["kueue.x-k8s.io/queue-name"]},
+            "status": {"conditions": list(conditions)},
+        }
+        try:
+            custom.delete_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", namespace, "workloads", workload
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        custom.create_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", namespace, "workloads", body
+        )
+
+    def suspend(self, handle: str, suspended: bool) -> None:
+        """What Kueue does to a Job: unsuspend it to admit it, suspend it to evict it."""
+        namespace, name = handle.split("/")
+        self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": suspended}})
 
     def fail_by_policy(
         self,

@@ -1,8 +1,9 @@
 """Which Kubernetes API calls the launcher can make, read from its code.
 
-A static read: every `self._batch.<method>` / `self._core.<method>` the launcher's methods call
-or pass on (`self._create(self._core.create_namespaced_secret, ...)`), following calls between
-its own methods from the entry points. Each client method is then resolved to the REST call it
+A static read: every `self._batch.<method>` / `self._core.<method>` / `self._custom.<method>`
+(Kueue's Workloads) the launcher's methods call or pass on
+(`self._create(self._core.create_namespaced_secret, ...)`), following calls between its own
+methods from the entry points. Each client method is then resolved to the REST call it
 makes (path and HTTP method, from the official client's own source) and named as RBAC names it:
 (API group, resource[/subresource], verb), and whether it is namespaced.
 """
@@ -17,9 +18,16 @@ from functools import cache
 
 from kubernetes import client
 
+from worker.launchers.kubernetes import kueue
 from worker.launchers.kubernetes import launcher as launcher_module
 
-CLIENTS = {"_batch": client.BatchV1Api, "_core": client.CoreV1Api}
+CLIENTS = {
+    "_batch": client.BatchV1Api,
+    "_core": client.CoreV1Api,
+    "_custom": client.CustomObjectsApi,
+}
+# The one custom resource the launcher reads through CustomObjectsApi, whose paths are templates.
+_CUSTOM = {"{group}": kueue.GROUP, "{version}": kueue.VERSION, "{plural}": kueue.WORKLOADS}
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'(\w+)'")
 
 
@@ -34,6 +42,8 @@ class Call:
 def rest_call(api: type, method: str) -> Call:
     source = inspect.getsource(getattr(api, f"{method}_with_http_info"))
     ((path, http_method),) = _CALL_API.findall(source)
+    for template, value in _CUSTOM.items():
+        path = path.replace(template, value)
     return call_of(path, http_method)
 
 

@@ -442,6 +442,70 @@ def test_job_waiting_for_kueue_too_long_is_no_capacity(
     assert launcher.status(handle).state is ObservedState.NO_CAPACITY
 
 
+def test_a_job_waiting_for_kueue_says_its_queue_what_it_asks_and_kueues_word(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher(kueue_queue="gpu")
+    handle = launcher.launch(make_request(nodes=2, gpus_per_node=4))
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PENDING
+    assert observation.message is not None
+    assert "waiting for Kueue quota in queue gpu" in observation.message
+    assert "2 pod(s)" in observation.message and "nvidia.com/gpu: 4" in observation.message
+
+    full = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu"
+    cluster.kueue_workload(
+        handle, cluster.condition("QuotaReserved", "False", "Pending", message=full)
+    )
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PENDING
+    assert observation.message is not None and observation.message.endswith(full)
+
+
+def test_a_job_kueue_evicts_for_a_higher_priority_is_a_preemption_once_its_pods_stopped(
+    cluster: Cluster, make_request: RequestFactory
+) -> None:
+    launcher = cluster.launcher(kueue_queue="gpu")
+    handle = launcher.launch(make_request())
+    # Kueue admits it (unsuspends it) and the Job controller starts its pod.
+    cluster.kueue_workload(handle, cluster.condition("QuotaReserved", "True", "QuotaReserved"))
+    cluster.suspend(handle, False)
+    (pod,) = cluster.start_pods(handle)
+    cluster.set_pod_status(pod, cluster.running())
+    assert launcher.status(handle).state is ObservedState.RUNNING
+
+    # A higher priority takes the quota: Kueue evicts the Workload and suspends the Job; the
+    # Job controller stops the pod, whose trainer checkpoints meanwhile.
+    why = "Preempted to accommodate a workload (UID: 1234) due to prioritization in the queue"
+    cluster.kueue_workload(
+        handle,
+        cluster.condition("QuotaReserved", "True", "QuotaReserved"),
+        cluster.condition("Evicted", "True", "Preempted", message=why),
+    )
+    cluster.suspend(handle, True)
+    stopping = launcher.status(handle)
+    assert stopping.state is ObservedState.RUNNING, stopping
+
+    # The trainer saved and exited 75 on the notice; the Job's own rule for that exit (it is no
+    # preemption without a DisruptionTarget) fails the Job, as the Job controller does.
+    cluster.set_pod_status(pod, cluster.terminated(75))
+    cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=False)
+    observation = launcher.status(handle)
+    assert observation.state is ObservedState.PREEMPTED, observation
+    assert observation.exit_code == 75
+    assert observation.message is not None and why in observation.message
+    result = outcome(
+        observation=observation,
+        job_status=JobStatus.RUNNING,
+        stop_reason=None,
+        restarts=0,
+        max_restarts=3,
+    )
+    assert result.preempted and not result.failure
+    # Kueue would run the suspended Job again once quota frees, beside the resumed attempt.
+    assert not exists(cluster.batch.read_namespaced_job, job_of(handle))
+
+
 def test_missing_job_is_lost(cluster: Cluster) -> None:
     launcher = cluster.launcher()
     assert launcher.status(f"{NS}/gj-never-launched").state is ObservedState.LOST
@@ -808,6 +872,10 @@ def test_every_request_the_launcher_sends_is_one_the_static_read_found(
     _unschedulable(cluster, waiting, ago_s=10)
     launcher.status(second)  # reads the autoscaler's events on the unschedulable pod
     launcher.cancel(second)
+    queued = KubernetesLauncher(
+        KubernetesLauncherConfig(namespace=NS, kueue_queue="gpu"), api_client=api
+    )
+    launcher.status(queued.launch(make_request(attempt_id="att-3")))  # lists Kueue's Workloads
     launcher.delete_all_attempts(timeout_s=0)  # helm uninstall's hook: lists the Jobs
 
     static = launcher_calls(*WORKER_ENTRY_POINTS)

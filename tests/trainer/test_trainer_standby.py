@@ -361,6 +361,38 @@ def test_a_standby_that_cannot_ask_is_a_configuration_error(
     assert not root.exists(), "refused before the store is opened"
 
 
+def test_a_run_reads_its_resume_point_before_it_builds_and_a_standby_after(
+    tmp_path: Path, plane: ControlPlane
+) -> None:
+    """One resume with two faults, refused for the one each order meets first: the checkpoint
+    computes something else (found by reading the store), the workload cannot checkpoint its
+    gradients (found by building). A run that trains at once reads first; a standby builds
+    first, and it fails there without asking for the handover or touching the store."""
+    root = tmp_path / "ckpt"
+    saving = run_config(
+        str(root),
+        workload="trainer.examples.linear:build",
+        args={},
+        steps=4,
+        checkpoint={"every_steps": 2, "keep_last": 2},
+    )
+    saving["allowed_workload_prefixes"] = ["trainer.examples"]
+    assert run_in_process(saving)[0].exit_code == 0
+    saved = snapshot(root)
+    trainer = {**saving["trainer"], "learning_rate": 0.001, "grad_checkpointing": True}
+    resuming = {**saving, "trainer": trainer, "job_id": JOB}
+
+    with pytest.raises(ConfigError, match=r"trainer\.learning_rate changed"):
+        run_in_process(resuming)
+
+    plane.then = answer("go")
+    standby = {**resuming, "standby": True, "attempt_id": ATTEMPT, "api_url": plane.url}
+    with pytest.raises(ConfigError, match="does not support grad_checkpointing"):
+        run_in_process(standby, environ={ENV_JOB_TOKEN: TOKEN})
+    assert plane.calls == []
+    assert snapshot(root) == saved
+
+
 def test_a_standby_without_api_url_exits_78(tmp_path: Path) -> None:
     cfg = standby_config(str(tmp_path / "ckpt"), None)
     run = TrainerProcess(cfg, tmp_path / "run", env={ENV_JOB_TOKEN: TOKEN})

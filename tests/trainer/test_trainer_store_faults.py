@@ -64,7 +64,7 @@ def contents(store: Store) -> dict[str, bytes]:
 
 
 def use_store(monkeypatch: pytest.MonkeyPatch, make: Callable[[], Store]) -> None:
-    monkeypatch.setattr("trainer.loop.open_store", lambda *args, **kwargs: make())
+    monkeypatch.setattr("trainer.start.open_store", lambda *args, **kwargs: make())
 
 
 def test_read_errors_stop_the_attempt_and_delete_nothing(

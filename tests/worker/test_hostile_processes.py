@@ -8,6 +8,9 @@ workload (tests/worker/hostile_processes.py).
 - A job whose environment no process can hold (a NUL byte in a value): every launch failed,
   the job stayed SCHEDULED, and each retry minted a new job token.
 - A fork bomb: nothing bounded a trainer's processes below the machine's pid limit.
+- A helper left behind by a released attempt (a session of its own, another directory, an empty
+  environment, SIGTERM ignored): the launcher did not find it, so the handover promoted the
+  standby while it kept writing into the job's checkpoints.
 """
 
 from __future__ import annotations
@@ -32,14 +35,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import transaction
 from api.jobs import service as jobs
-from api.models import ApiToken, Job
+from api.models import ApiToken, Job, JobAttempt, new_id
 from api.placement.world import pool_histories
 from api.settings import Settings
 from devstack.confinement import trainer_python_path
 from gpujobs.resources import JobStatus
 from gpujobs.spec import JobSpec
-from tests.worker.hostile_processes import REPORT
-from tests.worker.support import attempts, job, principal
+from tests.worker.hostile_processes import LEFTOVER_LOG, LEFTOVER_PID, REPORT
+from tests.worker.support import attempts, events, job, principal
 from tests.worker.test_local_launcher import (
     launchers,  # noqa: F401  (the fixture that cleans up what a test started)
     make,
@@ -48,7 +51,7 @@ from tests.worker.test_local_launcher import (
 )
 from worker.control import ControlPlane
 from worker.launchers.local import LocalLauncher
-from worker.launchers.local.processes import real_uid
+from worker.launchers.local.processes import attempt_processes, real_uid, start_time
 from worker.launchers.local.spot_market import RateMarket
 from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
@@ -232,3 +235,90 @@ def test_a_fork_bomb_meets_the_trainers_pid_limit_and_fails_its_job(service: Ser
 
     assert ended.status == JobStatus.FAILED.value, ended.status_reason
     wait_for(lambda: not _processes_of(bomb["uid"]), "the bomb's processes to be killed")
+
+
+def _hold_standby(service: Service, job_id: str) -> str:
+    """A standby beside the running attempt, where it runs: how it was placed is the
+    scheduler's business (tests/worker/test_handover.py), not this attack's."""
+    with transaction(service.factory) as session:
+        row = session.get(Job, job_id)
+        assert row is not None
+        [running] = session.scalars(
+            select(JobAttempt).where(JobAttempt.job_id == job_id, JobAttempt.ended_at.is_(None))
+        )
+        standby = JobAttempt.placed(
+            running.placement,
+            id=new_id(),
+            job_id=job_id,
+            team_id=row.team_id,
+            number=row.attempts_count + 1,
+            checkpoint_every_seconds=running.checkpoint_every_seconds,
+            resume_from_step=row.resume_from_step,
+            standby=True,
+        )
+        session.add(standby)
+        row.attempts_count += 1
+        return standby.id
+
+
+def _alive(pid: int, started: str) -> bool:
+    return start_time(pid) == started
+
+
+@on_postgres
+def test_a_released_attempts_leftover_is_gone_before_its_standby_takes_over(
+    service: Service,
+) -> None:
+    job_id = service.submit(
+        env={"HOSTILE_PROCESSES": "leftover"}, capacity={"types": ["on_demand"]}, max_restarts=0
+    )
+    schedule_once(service.cp)
+    [released] = attempts(service.factory, job_id)
+    checkpoints = Path(str(job(service.factory, job_id).checkpoint_uri))
+    pid_file, log = checkpoints / LEFTOVER_PID, checkpoints / LEFTOVER_LOG
+    wait_for(lambda: reconcile_once(service.cp) >= 0 and pid_file.exists(), "the leftover")
+    pid, started = pid_file.read_text().split()
+    leftover = int(pid)
+    wait_for(lambda: log.exists() and log.stat().st_size > 0, "the leftover to write")
+    # Nothing ties it to its attempt but its ancestry: not its session, directory or environment.
+    directory = service.launcher.root / released.id
+    supervisor = json.loads((directory / "pid").read_text())
+    assert os.getsid(leftover) != supervisor["pid"]
+    assert os.readlink(f"/proc/{leftover}/cwd") == str(checkpoints)
+    assert Path(f"/proc/{leftover}/environ").read_bytes() == b""
+
+    standby_id = _hold_standby(service, job_id)
+
+    def standby_running() -> bool:
+        reconcile_once(service.cp)
+        return attempts(service.factory, job_id)[-1].running_at is not None
+
+    wait_for(standby_running, "the standby to run")
+    # Its trainer asked whether to go (api.jobs.service.standby_answer records this): the
+    # running attempt is released.
+    with transaction(service.factory) as session:
+        standby = session.get(JobAttempt, standby_id)
+        assert standby is not None
+        standby.ready_at = _now()
+
+    def handed_over() -> bool:
+        reconcile_once(service.cp)
+        standby = attempts(service.factory, job_id)[-1]
+        if standby.standby:  # not yet: the leftover may live until the launcher has seen it go
+            return False
+        # The moment the standby may train, nothing of the released attempt runs or writes.
+        assert not _alive(leftover, started), "the standby took over beside a live leftover"
+        return True
+
+    wait_for(handed_over, "the handover")
+    written = log.stat().st_size
+    first, second = attempts(service.factory, job_id)
+    assert (first.id, first.end_reason) == (released.id, "handed_over")
+    assert second.id == standby_id and second.ended_at is None
+    assert not _alive(supervisor["pid"], supervisor["start"])
+    assert not attempt_processes(directory)
+    notes = [e.reason or "" for e in events(service.factory, job_id)]
+    assert any("were killed before the handover" in note for note in notes), notes
+    # The standby's own passes go on; nothing more is ever written by the released attempt.
+    reconcile_once(service.cp)
+    assert log.stat().st_size == written

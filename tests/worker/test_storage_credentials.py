@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -44,7 +45,7 @@ from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
 from worker.storage_credentials.iam_users import IamUsers
 from worker.storage_credentials.policy import prefix_policy
-from worker.storage_credentials.revocation import to_revoke
+from worker.storage_credentials.revocation import sweep_due, to_revoke
 
 BUCKET = "gpujobs-storage-credentials"
 REFUSED = {"AccessDenied", "403", "Forbidden"}
@@ -217,3 +218,60 @@ def test_the_policy_names_only_the_jobs_prefix() -> None:
 
 def test_only_keys_of_attempts_no_longer_open_are_revoked() -> None:
     assert to_revoke(issued=["ended", "open", "gone"], open_attempts={"open"}) == ["ended", "gone"]
+
+
+def test_a_pass_lists_the_users_only_after_an_attempt_ended_or_once_an_interval_passed(
+    deployment: Settings, session_factory: sessionmaker[Session], s3_server: S3Server
+) -> None:
+    """ListUsers lists every user of the store (pages of them, on AWS against an account-wide
+    rate limit): it was called by every reconciling pass, every two seconds."""
+    deployment.storage_revoke_interval_s = 300.0
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(deployment, session_factory, launcher, clock)
+    assert isinstance(cp.storage, IamUsers)
+    listings: list[datetime] = []
+    cp.storage.iam.meta.events.register(
+        "before-call.iam.ListUsers", lambda **_: listings.append(clock())
+    )
+    holders = IamUsers(  # the test's own look at the store, not counted
+        iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
+    )
+    submit(session_factory, principal(session_factory, "team-a"))
+    submit(session_factory, principal(session_factory, "team-b"))
+    schedule_once(cp)
+    first, second = (request.attempt_id for request in launcher.launches)
+    for attempt_id in (first, second):
+        launcher.script(attempt_id, ObservedState.RUNNING)
+
+    reconcile_once(cp)
+    assert listings == [clock()]  # its first pass: a worker that died may have left keys
+
+    clock.advance(60)
+    reconcile_once(cp)
+    clock.advance(60)
+    reconcile_once(cp)
+    assert len(listings) == 1  # nothing ended: nothing to revoke, nothing listed
+
+    launcher.script(second, ObservedState.SUCCEEDED, exit_code=0)
+    clock.advance(1)
+    reconcile_once(cp)  # the pass that closes it revokes its keys
+    assert len(listings) == 2
+    assert {first, second} & set(holders.issued()) == {first}
+
+    clock.advance(60)
+    reconcile_once(cp)
+    assert len(listings) == 2
+    clock.advance(300)
+    reconcile_once(cp)
+    assert listings[-1] == clock() and len(listings) == 3  # the interval's own sweep
+
+
+def test_a_sweep_is_due_at_first_after_an_end_or_a_failure_and_else_each_interval() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    due = partial(sweep_due, interval_s=300.0)
+    later = t0 + timedelta(seconds=299)
+    assert due(last=None, failed=False, ended_since=False, now=t0)
+    assert not due(last=t0, failed=False, ended_since=False, now=later)
+    assert due(last=t0, failed=False, ended_since=True, now=later)
+    assert due(last=t0, failed=True, ended_since=False, now=later)
+    assert due(last=t0, failed=False, ended_since=False, now=t0 + timedelta(seconds=300))

@@ -37,6 +37,9 @@ class Observation:
     state: ObservedState
     exit_code: int | None = None
     message: str | None = None
+    # Of an attempt that has ended: how many of its processes had to be killed (they outlived
+    # its trainer, or a stop's notice). A launcher that cannot tell says 0.
+    killed: int = 0
 
 
 @dataclass(frozen=True)

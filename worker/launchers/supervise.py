@@ -15,11 +15,21 @@ working directory, its checkpoints): checked after dropping privileges, before e
 deployment that hides them (a 0700 parent) fails at once with a message that says which,
 instead of deep inside the trainer. A command that cannot start at all records
 EX_CONFIG (78): retrying cannot help.
+
+Nothing of the attempt outlives its supervisor's verdict: the supervisor is a child subreaper
+(PR_SET_CHILD_SUBREAPER), so a process the command leaves behind stays its descendant whatever
+it does (a new session, another directory, a cleared environment, SIGTERM ignored), where the
+launcher's search by directory and environment loses it. When the command has exited, every
+descendant left is killed and reaped, and how many were written to `leftovers` beside the exit
+file, before the exit status: the attempt reads as over only once nothing of it runs. Without
+that, a released attempt's helper kept writing into the job's checkpoints after its standby
+had taken over (issue 36).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import resource
 import signal
@@ -28,6 +38,8 @@ import sys
 from pathlib import Path
 
 EX_CONFIG = 78  # gpujobs.runtime.EXIT_CONFIG_ERROR; the supervisor imports nothing of ours
+LEFTOVERS = "leftovers"  # worker.launchers.local.record.LEFTOVERS, beside the exit file
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 HINT = (
     "Trainers run as an unprivileged uid: every directory above the interpreter "
     "(GPUJOBS_TRAINER_PYTHON), GPUJOBS_HOME and the checkpoint root must let other users pass "
@@ -59,6 +71,7 @@ def main(argv: list[str]) -> int:
         # RLIMIT_NPROC counts every process of the uid: as the server's own, the server's too.
         parser.error("--max-pids bounds a trainer's own uid: it needs --uid")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _become_subreaper()
     code = _run(
         command,
         uid=options.uid,
@@ -67,10 +80,65 @@ def main(argv: list[str]) -> int:
         workdir=options.workdir,
         writable=options.writable,
     )
-    tmp = options.exit_file.with_suffix(".tmp")
-    tmp.write_text(str(code))
-    os.replace(tmp, options.exit_file)
+    killed = _kill_descendants()
+    if killed:
+        _write(options.exit_file.with_name(LEFTOVERS), str(killed))
+    _write(options.exit_file, str(code))
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _kill_descendants() -> int:
+    """Kill and reap every process left under this one; returns how many were killed. Each
+    orphan is reparented to us (the subreaper), so once no child is left none of the command's
+    processes is: one forked after a look is found by the next."""
+    killed: set[tuple[int, str]] = set()
+    while True:
+        for pid, started in descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.add((pid, started))
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return len(killed)
+
+
+def descendants(root: int) -> list[tuple[int, str]]:
+    """The live processes under `root`, each with its start time (a pid may be reused).
+    Zombies are left out: they have exited and are only waiting to be reaped."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
+    found: list[tuple[int, str]] = []
+    queue = [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child[0])
+    return found
 
 
 def _run(
@@ -113,7 +181,14 @@ def _run(
     except OSError as exc:
         print(f"gpujobs: cannot start {command[0]}: {exc}. {HINT}", file=sys.stderr)
         return EX_CONFIG
-    return child.wait()
+    while True:  # orphans of the command are ours to reap meanwhile (we are their subreaper)
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # the command was reaped already: cannot happen, but no hang
+            return child.wait()
+        if pid == child.pid:
+            child.returncode = os.waitstatus_to_exitcode(status)
+            return child.returncode
 
 
 if __name__ == "__main__":

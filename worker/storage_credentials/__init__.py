@@ -8,7 +8,7 @@ A trainer runs a team's code, so whatever keys it holds, that code holds. Two mo
   overwrite every other job's checkpoints under the same keys.
 - `iam_users`: an identity per attempt (`iam_users.IamUsers`), allowed read, write and list
   under its own job's checkpoint prefix and nothing else, minted when the attempt launches and
-  deleted once it has ended (`revocation.revoke_ended`, each reconciling pass).
+  deleted once it has ended (`revocation.revoke_ended`, by the reconciling passes).
 
 An issuer is this small interface; the launchers only see the keys it hands out, on the
 `LaunchRequest`, and copy them into the trainer's environment (or its pod's Secret).

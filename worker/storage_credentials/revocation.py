@@ -1,15 +1,21 @@
-"""Credentials outlive no attempt: each reconciling pass revokes those whose attempt has ended.
+"""Credentials outlive no attempt: reconciling passes revoke those whose attempt has ended.
 
 A sweep rather than a call where an attempt closes: an attempt ends in many places (observed
 end, cancel, a launch given up, a refused launch) and a worker can die between closing it and
-revoking; the next pass, by any worker, still revokes.
+revoking; the next sweep, by any worker, still revokes.
+
+A sweep lists every IAM user, so it is paced (`Pace`): a worker sweeps at its first pass, after
+any attempt has ended since its last sweep began, after a sweep that failed to revoke, and
+otherwise every `storage_revoke_interval_s`.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import read_session
@@ -24,8 +30,58 @@ def to_revoke(*, issued: list[str], open_attempts: set[str]) -> list[str]:
     return sorted(set(issued) - open_attempts)
 
 
-def revoke_ended(*, storage: StorageCredentials, factory: sessionmaker[Session]) -> int:
-    """Returns how many attempts' keys were revoked."""
+def sweep_due(
+    *, last: datetime | None, failed: bool, ended_since: bool, now: datetime, interval_s: float
+) -> bool:
+    """Whether to list the users now. `last`: when this worker's last sweep began (None: it
+    has not swept yet, and another worker may have died holding keys); `failed`: that sweep
+    left keys it could not revoke; `ended_since`: an attempt has ended since `last`."""
+    if last is None or failed or ended_since:
+        return True
+    return now - last >= timedelta(seconds=interval_s)
+
+
+@dataclass
+class Pace:
+    """One worker's sweeps: when the last one began, and whether it revoked all it should."""
+
+    last: datetime | None = None
+    failed: bool = False
+
+
+def revoke_ended(
+    *,
+    storage: StorageCredentials,
+    factory: sessionmaker[Session],
+    pace: Pace,
+    now: datetime,
+    interval_s: float,
+) -> int | None:
+    """Returns how many attempts' keys were revoked; None when no sweep was due."""
+    ended_since = False
+    if pace.last is not None and not pace.failed:
+        # After, not at: this pass's own closes come before its sweep, at its time or before.
+        # One another worker dates to the very instant the sweep began, after its reads, waits
+        # for the interval.
+        with read_session(factory) as session:
+            ended_since = bool(
+                session.scalar(select(exists().where(JobAttempt.ended_at > pace.last)))
+            )
+    due = sweep_due(
+        last=pace.last, failed=pace.failed, ended_since=ended_since, now=now, interval_s=interval_s
+    )
+    if not due:
+        return None
+    # Marked before listing: an attempt that ends from here on, or a sweep that raises, makes
+    # the next pass sweep.
+    pace.last, pace.failed = now, True
+    revoked = _sweep(storage=storage, factory=factory)
+    pace.failed = revoked is None
+    return revoked or 0
+
+
+def _sweep(*, storage: StorageCredentials, factory: sessionmaker[Session]) -> int | None:
+    """How many attempts' keys were revoked; None when some could not be."""
     # Who holds keys first, then who is open: a key minted between the two reads belongs to an
     # attempt open at the second, so it is never taken from a launching attempt.
     issued = storage.issued()
@@ -39,11 +95,12 @@ def revoke_ended(*, storage: StorageCredentials, factory: sessionmaker[Session])
                 )
             )
         )
-    revoked = 0
+    revoked, failed = 0, False
     for attempt_id in to_revoke(issued=issued, open_attempts=still_open):
         try:
             storage.revoke(attempt_id=attempt_id)
             revoked += 1
         except Exception:
+            failed = True
             log.exception("revoking the keys of attempt %s failed; next pass retries", attempt_id)
-    return revoked
+    return None if failed else revoked

@@ -14,11 +14,13 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from worker.launchers.base import Capability, LaunchRequest, Observation, ObservedState
+from worker.launchers.kubernetes import kueue
 from worker.launchers.kubernetes.config import KubernetesLauncherConfig
 from worker.launchers.kubernetes.manifests import (
     ATTEMPT_ID_LABEL,
     ATTEMPT_NAME_LABEL,
     CONTAINER_NAME,
+    KUEUE_QUEUE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     build_manifests,
@@ -89,6 +91,7 @@ class KubernetesLauncher:
         self._api_client = api_client
         self._clock = clock
         self._events_forbidden = False
+        self._workloads_unreadable = False
 
     @classmethod
     def from_settings(
@@ -115,6 +118,10 @@ class KubernetesLauncher:
     @functools.cached_property
     def _core(self) -> client.CoreV1Api:
         return client.CoreV1Api(self._api)
+
+    @functools.cached_property
+    def _custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self._api)
 
     # -- Launcher protocol -------------------------------------------------------------------
 
@@ -153,6 +160,7 @@ class KubernetesLauncher:
             unschedulable_timeout_s=self.config.unschedulable_timeout_s,
             start_timeout_s=self.config.start_timeout_s,
             gone_nodes=self._gone_nodes(pods),
+            workload=self._workload(job) if job is not None else None,
         )
         assessment = seen()
         # The autoscaler's word is read only for a live attempt that is pending, not for one
@@ -315,6 +323,43 @@ class KubernetesLauncher:
             if refusal is not None:
                 return refusal
         return None
+
+    def _workload(self, job: client.V1Job) -> kueue.Workload | None:
+        """Kueue's Workload of a suspended Job in a queue: whether it waits for quota or was
+        evicted. None without one (not yet made), or where the API has no Workloads (Kueue
+        not installed) or the launcher may not list them: it then reads as waiting."""
+        labels = job.metadata.labels or {}
+        suspended = job.spec is not None and job.spec.suspend
+        if not suspended or KUEUE_QUEUE_LABEL not in labels or self._workloads_unreadable:
+            return None
+        try:
+            found = self._custom.list_namespaced_custom_object(
+                kueue.GROUP,
+                kueue.VERSION,
+                job.metadata.namespace,
+                kueue.WORKLOADS,
+                label_selector=f"{kueue.JOB_UID_LABEL}={job.metadata.uid}",
+            )
+        except ApiException as exc:
+            if _is(exc, 404):
+                return None  # no Workloads in this API (yet): asked again next time
+            if not _is(exc, 403):
+                raise
+            # An operator's own Role without workloads: not asked again.
+            log.warning(
+                "cannot list Kueue workloads in %s (403): a Job Kueue evicts reads as waiting",
+                job.metadata.namespace,
+            )
+            self._workloads_unreadable = True
+            return None
+        # Filtered here as well, as pods are.
+        mine = [
+            item
+            for item in found.get("items") or []
+            if (item.get("metadata", {}).get("labels") or {}).get(kueue.JOB_UID_LABEL)
+            == job.metadata.uid
+        ]
+        return mine[0] if mine else None
 
     def _pods(self, namespace: str, name: str) -> list[client.V1Pod]:
         pods = self._core.list_namespaced_pod(

@@ -13,6 +13,10 @@ A kubelet eviction (node pressure: the pod or a neighbour used more memory or di
 for) is not a preemption: the capacity was not reclaimed, and learning it as one would skew the
 pool's preemption rate. It ends the attempt as a failure that names the eviction.
 
+A Job that Kueue admitted and then evicted (a higher priority took its quota) is suspended
+again: a preemption too, read from Kueue's Workload (kueue.py), and given up, as Kueue would
+otherwise run it again once quota frees.
+
 Some attempts never end by themselves: pods that stay unschedulable, or scheduled pods whose
 container cannot start (a bad image, a missing Secret). `assess` says when to give such an
 attempt up; the launcher then deletes its Job, which frees the nodes it holds. An unschedulable
@@ -33,6 +37,7 @@ from typing import NamedTuple
 from kubernetes import client
 
 from worker.launchers.base import Observation, ObservedState
+from worker.launchers.kubernetes import kueue
 from worker.launchers.kubernetes.manifests import (
     COMPLETION_INDEX_ANNOTATION,
     CONTAINER_NAME,
@@ -96,9 +101,11 @@ def assess(
     start_timeout_s: float = 300.0,
     gone_nodes: Collection[str] = (),
     scale_up_refused: str | None = None,
+    workload: kueue.Workload | None = None,
 ) -> Assessment:
     """`gone_nodes`: nodes that pods were bound to and that no longer exist;
-    `scale_up_refused`: the autoscaler's refusal to add a node for the unschedulable pod."""
+    `scale_up_refused`: the autoscaler's refusal to add a node for the unschedulable pod;
+    `workload`: Kueue's Workload of the Job, when it is suspended and Kueue's."""
     if job is None:
         return Assessment(Observation(ObservedState.LOST, message="the Job no longer exists"))
     verdict = _verdict(job)
@@ -107,7 +114,14 @@ def assess(
     if job.metadata.deletion_timestamp is not None:
         return Assessment(_being_deleted(pods))
     return _assess_live(
-        job, pods, now, unschedulable_timeout_s, start_timeout_s, gone_nodes, scale_up_refused
+        job,
+        pods,
+        now,
+        unschedulable_timeout_s,
+        start_timeout_s,
+        gone_nodes,
+        scale_up_refused,
+        workload,
     )
 
 
@@ -135,11 +149,16 @@ def _assess_live(
     start_timeout_s: float,
     gone_nodes: Collection[str],
     scale_up_refused: str | None,
+    workload: kueue.Workload | None,
 ) -> Assessment:
     observation = _observe_live(
-        job, pods, now, unschedulable_timeout_s, gone_nodes, scale_up_refused
+        job, pods, now, unschedulable_timeout_s, gone_nodes, scale_up_refused, workload
     )
     if observation.state is ObservedState.NO_CAPACITY:
+        return Assessment(observation, give_up=True)
+    if observation.state is ObservedState.PREEMPTED and job.spec is not None and job.spec.suspend:
+        # Kueue requeues an evicted Job and would run it again once quota frees, beside the
+        # attempt that resumes it: the Job goes.
         return Assessment(observation, give_up=True)
     if observation.state is ObservedState.PENDING:
         stuck = _cannot_start(pods, now, start_timeout_s)
@@ -155,12 +174,22 @@ def _observe_live(
     unschedulable_timeout_s: float,
     gone_nodes: Collection[str],
     scale_up_refused: str | None,
+    workload: kueue.Workload | None,
 ) -> Observation:
     conditions = _true_conditions(job)
     if "Complete" in conditions:
         return Observation(ObservedState.SUCCEEDED, exit_code=0)
+    suspended = job.spec is not None and bool(job.spec.suspend)
+    evicted = kueue.eviction(workload) if suspended else None
+    if evicted is not None:
+        # Before the Failed condition: the Job controller stops a suspended Job's pods, its
+        # trainer exits 75 on that notice, and the Job's own rule for that exit fails it.
+        return _evicted(pods, evicted)
     if "Failed" in conditions:
         return _ended(job, pods, gone_nodes, conditions["Failed"])
+    if suspended:
+        # Before the pods are read: Kueue has not admitted it (yet, or again).
+        return _waiting(job, now, unschedulable_timeout_s, workload)
 
     active = [p for p in pods if _phase(p) in _ACTIVE_PHASES and not _lost(p, gone_nodes)]
     interrupted = [p for p in pods if _disruption(p, gone_nodes)]
@@ -186,12 +215,6 @@ def _observe_live(
         if (now - stuck.since).total_seconds() > unschedulable_timeout_s:
             return Observation(ObservedState.NO_CAPACITY, message=stuck.message)
         return Observation(ObservedState.PENDING, message=stuck.message)
-    if job.spec is not None and job.spec.suspend:
-        created = job.metadata.creation_timestamp
-        message = "suspended: waiting for admission (Kueue)"
-        if created is not None and (now - created).total_seconds() > unschedulable_timeout_s:
-            return Observation(ObservedState.NO_CAPACITY, message=message)
-        return Observation(ObservedState.PENDING, message=message)
 
     running = [p for p in active if _phase(p) == "Running"]
     notice = f"; {_disruption(interrupted[0], gone_nodes)}" if interrupted else ""
@@ -199,6 +222,35 @@ def _observe_live(
     if running and len(running) + len(succeeded) >= expected:
         return Observation(ObservedState.RUNNING, message=f"{len(running)} pod(s) running{notice}")
     message = f"{len(running)}/{expected} pods running{_waiting_reasons(pods)}{notice}"
+    return Observation(ObservedState.PENDING, message=message)
+
+
+def _evicted(pods: Sequence[client.V1Pod], evicted: str) -> Observation:
+    """Kueue admitted the Job and then evicted it (a higher priority took its quota), which it
+    does by suspending the Job: a preemption, reported once its pods have stopped (they
+    checkpoint on the notice), with rank 0's exit code while its pod is there to tell it."""
+    stopping = [p for p in pods if _phase(p) in _ACTIVE_PHASES and _terminated(p) is None]
+    if stopping:
+        return Observation(
+            ObservedState.RUNNING, message=f"{evicted}; {len(stopping)} pod(s) stopping"
+        )
+    ranked = _by_index(pods)
+    code = _exit_code(ranked[0]) if ranked else None
+    return Observation(ObservedState.PREEMPTED, exit_code=code, message=evicted)
+
+
+def _waiting(
+    job: client.V1Job,
+    now: datetime,
+    unschedulable_timeout_s: float,
+    workload: kueue.Workload | None,
+) -> Observation:
+    """A suspended Job that Kueue has not admitted; without its Workload (no Kueue, or no
+    right to read it) an evicted Job reads so too, as it did before."""
+    message = kueue.waiting(job, workload)
+    created = job.metadata.creation_timestamp
+    if created is not None and (now - created).total_seconds() > unschedulable_timeout_s:
+        return Observation(ObservedState.NO_CAPACITY, message=message)
     return Observation(ObservedState.PENDING, message=message)
 
 

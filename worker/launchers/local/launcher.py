@@ -16,6 +16,7 @@ machine's pids.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import signal
 import socket
@@ -198,7 +199,9 @@ class LocalLauncher:
                 processes.kill_stragglers(directory)
             return Observation(ObservedState.RUNNING, message="waiting for processes to exit")
         containment.remove_scratch(directory)
-        return observe.ended(directory, ending)
+        return dataclasses.replace(
+            observe.ended(directory, ending), killed=processes.killed(directory)
+        )
 
     def cancel(self, handle: str) -> None:
         directory = self._dir(handle)

@@ -3,6 +3,10 @@ other process of the attempt, wherever it went in the process tree.
 
 The supervisor (worker.launchers.supervise) leads a session of its own and runs the trainer in
 it; its pid and start time are in the record (`pid`), so any worker tells it from a reused pid.
+It is the subreaper of everything the trainer starts: every process of the attempt is its
+descendant, whatever session it made itself or wherever it went, and the supervisor outlives
+them all (it ignores SIGTERM, and the launcher's SIGKILL spares it) to kill what is left and
+record its verdict.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from gpujobs.runtime import ENV_RUN_CONFIG
+from worker.launchers import supervise
 from worker.launchers.local import record
 
 SUPERVISOR = "worker.launchers.supervise"
@@ -51,12 +56,26 @@ class ProcessGroups:
         return started is not None and started == recorded["start"]
 
     def signal(self, directory: Path, sig: signal.Signals) -> None:
+        """To every process of the attempt: its group, and whatever left the group under the
+        supervisor. SIGKILL spares the supervisor, which then kills what is left and records
+        the exit status; the processes it kills are recorded (`killed`)."""
         pid_file = record.read(directory / record.PID)
-        if pid_file is not None and self.alive(directory):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(json.loads(pid_file)["pid"], sig)
+        if pid_file is None or not self.alive(directory):
+            if sig == signal.SIGKILL:
+                kill_stragglers(directory)
+            return
+        leader = json.loads(pid_file)["pid"]
+        targets = {pid for pid, _ in supervise.descendants(leader)}
         if sig == signal.SIGKILL:
+            targets.update(pid for pid in group_members(leader) if pid != leader)
+            killed = [pid for pid in sorted(targets) if _kill(pid, sig)]
+            record_killed(directory, killed)
             kill_stragglers(directory)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader, sig)
+        for pid in targets:
+            _kill(pid, sig)
 
 
 def record_pid(directory: Path, pid: int) -> None:
@@ -85,9 +104,48 @@ def supervisor(directory: Path) -> int | None:
 
 
 def kill_stragglers(directory: Path) -> None:
-    for pid in attempt_processes(directory):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    record_killed(directory, [pid for pid in attempt_processes(directory) if _kill(pid)])
+
+
+def _kill(pid: int, sig: signal.Signals = signal.SIGKILL) -> bool:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def record_killed(directory: Path, pids: list[int]) -> None:
+    """Add to the processes the launcher had to kill (pids, one a line): the attempt's end
+    says so (`killed`)."""
+    if not pids:
+        return
+    before = (record.read(directory / record.KILLED) or "").split()
+    record.write(directory / record.KILLED, "\n".join(sorted({*before, *map(str, pids)})))
+
+
+def killed(directory: Path) -> int:
+    """How many of the attempt's processes were killed rather than let exit: by the launcher
+    once a stop's notice had run out or its trainer had exited, or by its supervisor after
+    its trainer had exited."""
+    by_launcher = len((record.read(directory / record.KILLED) or "").split())
+    return by_launcher + (record.read_int(directory / record.LEFTOVERS) or 0)
+
+
+def group_members(group: int) -> list[int]:
+    """The live processes of a process group."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(entry.name))
+    return members
 
 
 def attempt_processes(directory: Path) -> list[int]:

@@ -14,6 +14,9 @@ RUN_CONFIG = "run_config.json"
 LOG = "trainer.log"  # the trainer's stdout and stderr; the trainer's group may read it
 PID = "pid"  # the supervisor's pid and start time (processes.record_pid)
 EXIT_CODE = "exit_code"  # written by the supervisor when the trainer exits
+# How many processes the supervisor killed after its trainer exited (supervise.LEFTOVERS).
+LEFTOVERS = "leftovers"
+KILLED = "killed"  # the pids the launcher killed (processes.record_killed)
 STOP = "stop"  # why the launcher stops the attempt ("cancel")
 STOP_DEADLINE = "stop_deadline"  # wall-clock time after which a stop escalates to SIGKILL
 NOTICE = "notice"  # when the simulated spot market's notice was given
