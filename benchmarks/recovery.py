@@ -48,6 +48,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from api.models import JobAttempt
+from api.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -170,6 +171,12 @@ class Server:
         self.token = json.loads((self.tmp / "credentials.json").read_text())["token"]
 
     @property
+    def attempts_dir(self) -> Path:
+        """Where the server keeps its attempts' directories: its trainers' home, which is not
+        `home` when the server runs as root from a folder others cannot pass."""
+        return Settings(home=self.home, trainer_home=None).trainer_home_dir() / "attempts"
+
+    @property
     def t0(self) -> float:
         """The market's origin: spot goes away at t0 + up_s and is back at t0 + up_s + gap_s."""
         return float(json.loads((self.home / "market.json").read_text())["t0"])
@@ -202,7 +209,7 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         # Trainer process groups outlive the server by design: stop the ones this run started.
-        for pid_file in (self.home / "attempts").glob("*/pid"):
+        for pid_file in self.attempts_dir.glob("*/pid"):
             with contextlib.suppress(ProcessLookupError, ValueError, KeyError, TypeError):
                 os.killpg(int(json.loads(pid_file.read_text())["pid"]), signal.SIGKILL)
 
@@ -219,6 +226,9 @@ def _wait(predicate: Any, *, timeout: float, what: str, server: Server) -> Any:
 
 def one_run(*, on_preemption: bool, up_s: int, gap_s: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="gpujobs-recovery-"))
+    # Others may pass (not list) it, so a root server keeps its trainers' directories under it
+    # and they go with it when the run is over.
+    tmp.chmod(0o711)
     server = Server(tmp, up_s=up_s, gap_s=gap_s)
     try:
         server.start()
@@ -226,7 +236,7 @@ def one_run(*, on_preemption: bool, up_s: int, gap_s: int) -> dict[str, Any]:
             response = client.post("/v1/jobs", json=job_spec(on_preemption))
             response.raise_for_status()
             job_id = response.json()["id"]
-        attempts_dir = server.home / "attempts"
+        attempts_dir = server.attempts_dir
 
         def resumed() -> list[JobAttempt] | None:
             rows = server.attempts()
@@ -252,7 +262,7 @@ def _diagnostics(server: Server) -> str:
         f"attempt {a.number}: {a.capacity_type} {a.end_reason} exit {a.exit_code}"
         for a in server.attempts()
     ]
-    for log in sorted((server.home / "attempts").glob("*/trainer.log")):
+    for log in sorted(server.attempts_dir.glob("*/trainer.log")):
         lines.append(f"--- {log.parent.name}\n{log.read_text(errors='replace')[-2000:]}")
     lines.append(f"--- server log\n{server.log()[-2000:]}")
     return "\n".join(lines)
@@ -260,8 +270,8 @@ def _diagnostics(server: Server) -> str:
 
 def _figures(server: Server, rows: list[JobAttempt], *, on_preemption: bool) -> dict[str, Any]:
     first, second = rows[0], rows[1]
-    d1 = server.home / "attempts" / first.id
-    d2 = server.home / "attempts" / second.id
+    d1 = server.attempts_dir / first.id
+    d2 = server.attempts_dir / second.id
     log1, log2 = _records(d1 / "trainer.log"), _records(d2 / "trainer.log")
     preempted = first_event(log1, "preempted")
     resume = first_event(log2, "resume")
