@@ -38,7 +38,8 @@ def kueue_running(real_cluster: RealCluster) -> None:
     manager takes many minutes, more than a test's timeout."""
     built = f"{cluster_setting('BIN_DIR')}/kueue"
     if subprocess.run(["test", "-x", built]).returncode != 0:
-        pytest.fail(f"Kueue is not built ({built} is missing): run `make kueue` first (make test runs it: scripts/run-tests.sh)")
+        # make test builds it first (scripts/run-tests.sh)
+        pytest.fail(f"Kueue is not built ({built} is missing): run `make kueue` first")
     done = subprocess.run(["bash", str(SCRIPTS / "kueue.sh")], capture_output=True, text=True)
     assert done.returncode == 0, f"kueue.sh failed:\n{done.stderr[-4000:]}"
 
