@@ -25,6 +25,7 @@ from gpujobs.spec import CapacityType, TrainerSpec
 from tests.worker.support import a_placement
 from worker.launchers.base import LaunchRequest, Observation, ObservedState
 from worker.launchers.local import LAUNCH_GRACE_S, LocalLauncher, containment
+from worker.launchers.local.processes import group_members as live_members
 from worker.launchers.local.spot_market import RateMarket, TraceMarket
 
 TINY = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "corpus_bytes": 50_000}
@@ -111,22 +112,6 @@ def trainer_started(launcher: LocalLauncher, handle: str) -> Callable[[], bool]:
 
 def pgid(launcher: LocalLauncher, attempt_id: str) -> int:
     return int(json.loads((launcher.root / attempt_id / "pid").read_text())["pid"])
-
-
-def live_members(group: int) -> list[int]:
-    """Processes of the group that have not exited (zombies excluded)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == group and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def supervisors_of(directory: Path) -> list[int]:

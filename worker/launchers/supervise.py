@@ -117,10 +117,10 @@ def _kill_descendants() -> int:
             return len(killed)
 
 
-def descendants(root: int) -> list[tuple[int, str]]:
-    """The live processes under `root`, each with its start time (a pid may be reused).
-    Zombies are left out: they have exited and are only waiting to be reaped."""
-    children: dict[int, list[tuple[int, str]]] = {}
+def live_processes() -> list[tuple[int, list[str]]]:
+    """Every process that has not exited (zombies left out: they only wait to be reaped), with
+    the fields of its /proc stat after its name (state, ppid, pgrp, ..., start time at 19)."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -131,7 +131,15 @@ def descendants(root: int) -> list[tuple[int, str]]:
             continue  # gone meanwhile
         fields = text[text.rindex(")") + 2 :].split()
         if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
+            found.append((int(entry), fields))
+    return found
+
+
+def descendants(root: int) -> list[tuple[int, str]]:
+    """The live processes under `root`, each with its start time (a pid may be reused)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for pid, fields in live_processes():
+        children.setdefault(int(fields[1]), []).append((pid, fields[19]))
     found: list[tuple[int, str]] = []
     queue = [root]
     while queue:

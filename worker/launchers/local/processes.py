@@ -134,18 +134,7 @@ def killed(directory: Path) -> int:
 
 def group_members(group: int) -> list[int]:
     """The live processes of a process group."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, fields in supervise.live_processes() if int(fields[2]) == group]
 
 
 def attempt_processes(directory: Path) -> list[int]:
