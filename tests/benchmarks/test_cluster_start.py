@@ -29,4 +29,3 @@ def test_an_empty_record_is_refused_rather_than_published_as_nothing(tmp_path: P
     record.write_text("")
     with pytest.raises(SystemExit, match="no cold start"):
         latest_cold_record(record)
-
