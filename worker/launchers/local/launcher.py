@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from api.launcher_settings import TRAINER_MAX_PIDS
-from api.logs.reader import LogChunk
+from gpujobs.logs import LogChunk
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_TERMINATION_LOG
 from gpujobs.spec import CapacityType
 from worker.launchers.base import (
