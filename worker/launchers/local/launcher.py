@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from api.launcher_settings import TRAINER_MAX_PIDS
+from api.launchers.local import TRAINER_MAX_PIDS
 from gpujobs.logs import LogChunk
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_TERMINATION_LOG
 from gpujobs.spec import CapacityType
