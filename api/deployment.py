@@ -13,4 +13,6 @@ router = APIRouter(tags=["deployment"], responses=ERROR_RESPONSES)
 
 @router.get("/v1/deployment", response_model=Deployment)
 def deployment(request: Request, principal: PrincipalDep) -> Response:
-    return respond(Deployment(launcher=request.app.state.settings.launcher))
+    settings = request.app.state.settings
+    simulated = settings.launcher_traits().simulated
+    return respond(Deployment(launcher=settings.launcher, simulated=simulated))

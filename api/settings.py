@@ -6,10 +6,8 @@ import hashlib
 import ipaddress
 import os
 import stat
-from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -21,22 +19,22 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from api.launcher_settings import KubernetesLauncherSettings, LocalLauncherSettings
+from api.launchers import DEFAULT_LAUNCHER, LAUNCHER_GROUPS, LauncherGroups, LauncherTraits
+from api.launchers.traits import LauncherSettings
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS, over_the_table
 from gpujobs.checkpoints import LocalLocation, parse_uri
-from gpujobs.resources import Launcher
 from gpujobs.workloads import valid_prefix
 
-# The launchers' groups of settings: the field of Settings that holds each, and its model.
-LAUNCHER_GROUPS: Mapping[str, type[BaseSettings]] = MappingProxyType(
-    {"local": LocalLauncherSettings, "kubernetes": KubernetesLauncherSettings}
-)
 # Run as root from a private folder, trainers' directories live here (Settings.trainer_home_dir).
 TRAINER_HOMES = Path("/var/lib/gpujobs")
 
 
-class Settings(BaseSettings):
+class Settings(LauncherGroups):
+    """Each launcher's own settings are a group of their own, a field named after the launcher
+    (api.launchers.LauncherGroups), under the same GPUJOBS_ names as the rest;
+    Settings(spot_market=...) puts a name of a group's in that group."""
+
     model_config = SettingsConfigDict(env_prefix="GPUJOBS_", env_file=None, extra="ignore")
 
     # State
@@ -191,7 +189,11 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(0, description="Serve the worker's /metrics here; 0 = off.")
 
     # Launchers
-    launcher: Launcher = "local"
+    launcher: str = Field(
+        DEFAULT_LAUNCHER,
+        description="What runs trainers: `local` (processes on the worker's machine) or "
+        "`kubernetes` (a Job per attempt; deploy/README.md).",
+    )
     local_max_ranks: int = Field(
         default_factory=lambda: os.cpu_count() or 1,
         ge=1,
@@ -228,10 +230,6 @@ class Settings(BaseSettings):
         "on); empty = `home`, unless the server is root and `home` lies in a folder other users "
         "cannot pass (a clone under /root): then /var/lib/gpujobs/<hash of home>.",
     )
-    # Each launcher's own settings, under the same GPUJOBS_ names (api/launcher_settings.py);
-    # Settings(spot_market=...) puts a name of a group's in that group.
-    local: LocalLauncherSettings = Field(default_factory=LocalLauncherSettings)
-    kubernetes: KubernetesLauncherSettings = Field(default_factory=KubernetesLauncherSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -263,14 +261,23 @@ class Settings(BaseSettings):
                 data[group] = model(**given)
         return data
 
+    @field_validator("launcher")
+    @classmethod
+    def _a_known_launcher(cls, value: str) -> str:
+        if value not in LAUNCHER_GROUPS:
+            known = ", ".join(sorted(LAUNCHER_GROUPS))
+            raise ValueError(f"no launcher named {value!r} (known: {known})")
+        return value
+
     @model_validator(mode="after")
     def _launcher_defaults(self) -> Settings:
-        # Quotes and the deadline rule price each restart: a node's provisioning is not a
-        # process start (the first run was quoted 17x its bill with the node's figure).
-        if "restart_hours" not in self.model_fields_set and self.launcher == "local":
-            self.restart_hours = LOCAL_RESTART_HOURS
+        # Quotes and the deadline rule price each restart: what one costs is the launcher's
+        # (a node's provisioning is not a process start).
+        traits = self.launcher_traits()
+        if "restart_hours" not in self.model_fields_set:
+            self.restart_hours = traits.restart_hours
             self.__pydantic_fields_set__.discard("restart_hours")  # still the default, not set
-        if "gpu_speeds" not in self.model_fields_set and self.launcher == "local":
+        if "gpu_speeds" not in self.model_fields_set and traits.gpu_models_alike:
             self.gpu_speeds = {}
             self.__pydantic_fields_set__.discard("gpu_speeds")
         return self
@@ -368,13 +375,21 @@ class Settings(BaseSettings):
             return self.database_url
         return f"sqlite:///{(self.home / 'gpujobs.db').resolve()}"
 
+    def launcher_group(self) -> LauncherSettings:
+        """The settings of the launcher GPUJOBS_LAUNCHER names (its group)."""
+        group = getattr(self, self.launcher)
+        assert isinstance(group, LauncherSettings), self.launcher
+        return group
+
+    def launcher_traits(self) -> LauncherTraits:
+        """What the configured launcher is to the rest, as its settings make it."""
+        return self.launcher_group().traits()
+
     def market_time_scale(self) -> float:
-        """Simulated seconds per wall-clock second of the spot market the placement weighs: the
-        local launcher's simulated market runs its own clock (GPUJOBS_SPOT_TRACE_TIME_SCALE),
-        and reasons that give its durations say so; 1 for a real market."""
-        if self.launcher == "local" and self.local.spot_market != "off":
-            return self.local.spot_trace_time_scale
-        return 1.0
+        """Simulated seconds per wall-clock second of the spot market the placement weighs: a
+        simulated market (the local launcher's, GPUJOBS_SPOT_TRACE_TIME_SCALE) runs its own
+        clock, and reasons that give its durations say so; 1 for a real market."""
+        return self.launcher_traits().market_time_scale
 
     def api_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field
 
@@ -202,7 +202,6 @@ class Job(Resource):
         return self.cost_microusd / MICRO
 
 
-Launcher = Literal["local", "kubernetes"]
 SIMULATED_NOTICE = (
     "simulated: the local launcher runs each job as a process on the worker's machine; its "
     "cloud, instance and prices are what the scheduler would pick on Kubernetes, not billed"
@@ -213,14 +212,14 @@ class Deployment(BaseModel):
     """What runs this API's jobs. With the local launcher a placement and its costs are the
     scheduler's choice played out on one machine: shown with `notice`, never as cloud capacity."""
 
-    launcher: Launcher = Field(description="`local`: processes on the worker's machine.")
-
-    @computed_field(  # type: ignore[prop-decorator]  # mypy rejects decorated properties
+    launcher: str = Field(
+        description="GPUJOBS_LAUNCHER: `local` (processes on the worker's machine) or `kubernetes`."
+    )
+    # The launcher's to say (api.launchers.traits.LauncherTraits), not the client's to infer
+    # from its name.
+    simulated: bool = Field(
         description="True: every cloud, instance, price and cost shown is simulated."
     )
-    @property
-    def simulated(self) -> bool:
-        return self.launcher == "local"
 
     @computed_field(  # type: ignore[prop-decorator]
         description="One line to show with placements and costs; None when they are real."

@@ -35,6 +35,7 @@ TIERS = named([c for c in LAYERS if c["layers"][0].startswith("api.main")])
 FORBIDDEN = [c for c in CONTRACTS if c["type"] == "forbidden"]
 PURE_PLACEMENT = named([c for c in FORBIDDEN if "api.placement.*" in c["source_modules"]])
 SHIPPED = named([c for c in FORBIDDEN if "devstack" in c["forbidden_modules"]])
+LAUNCHER_INTERFACE = named([c for c in FORBIDDEN if "worker.launchers.base" in c["source_modules"]])
 
 
 def not_source(folder: str, names: list[str]) -> list[str]:
@@ -128,6 +129,11 @@ def test_the_code_as_it_is_keeps_every_contract(tree: Path) -> None:
             {"worker/planted.py": "import devstack"},
             {PACKAGES, SHIPPED},
             id="worker-imports-devstack",
+        ),
+        pytest.param(
+            {"worker/launchers/base.py": "from api.pricing.offers import Placement"},
+            {LAUNCHER_INTERFACE},
+            id="launcher-interface-imports-the-api",
         ),
     ],
 )

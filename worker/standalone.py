@@ -120,7 +120,7 @@ def main() -> int:
         print(f"admin token (operator only, not a team's): {admin_token_file(settings).resolve()}")
     migrated = f" (migrated from {before or 'empty'} to {after})" if before != after else ""
     print(f"database: {settings.sqlalchemy_url()}{migrated}")
-    if settings.launcher == "local":
+    if settings.launcher_traits().on_this_machine:
         print(f"trainers' directories: {settings.trainer_home_dir().absolute()}")
     print(f"serving on {settings.api_url()}  (docs: {settings.api_url()}/docs)")
     sys.stdout.flush()

@@ -4,7 +4,8 @@ It starts one process per GPU the spec asks for (nodes x gpus_per_node, one torc
 machine), each with its DataLoader workers: `nodes: 256, gpus_per_node: 8` was placed as 2,048
 processes on one machine. Submit and estimate refuse what the machine cannot hold, naming the
 field; the bound is an operator's setting (Settings.local_max_ranks, default the CPU count).
-The Kubernetes launcher gives each node a machine of its own: nothing to check here.
+A launcher that gives each node a machine of its own (Kubernetes) has nothing to check here
+(LauncherTraits.on_this_machine).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PROCESSES_PER_RANK = 1 + DataLoaderSpec().num_workers
 
 def check(spec: JobSpec, *, settings: Settings) -> None:
     """Refuse a shape the local launcher's machine cannot run: a 422 naming each field."""
-    if settings.launcher != "local":
+    if not settings.launcher_traits().on_this_machine:
         return
     found = problems(spec, max_ranks=settings.local_max_ranks)
     if found:

@@ -9,14 +9,12 @@ what came after it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-CHUNK_BYTES = 64 * 1024
+# What a chunk is, and how large, is the contract's: the launchers that read logs hold to it too.
+from gpujobs.logs import CHUNK_BYTES, LogChunk
 
-
-class LogChunk(NamedTuple):
-    start: int  # the byte offset of `data` in the attempt's log
-    data: bytes
+__all__ = ["CHUNK_BYTES", "LogChunk", "LogReader"]
 
 
 class LogReader(Protocol):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from api.launcher_settings import LocalLauncherSettings
+from api.launchers import LAUNCHER_GROUPS
+from api.launchers.local import LocalLauncherSettings
 from api.pricing.cost_model import LOCAL_RESTART_HOURS, RESTART_HOURS
 from api.pricing.gpu_speed import DEFAULT_SPEEDS
-from api.settings import LAUNCHER_GROUPS, Settings, setting_names
+from api.settings import Settings, setting_names
 
 
 def test_a_restart_is_a_process_start_locally_and_a_node_on_kubernetes(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
+from api.launchers import LAUNCHER_GROUPS
 from api.settings import Settings
-from gpujobs.resources import Launcher as LauncherName
 from worker.control import drain_on_shutdown
 from worker.launchers.base import (
     Capability,
@@ -25,12 +25,12 @@ from worker.launchers.base import (
 )
 from worker.launchers.kubernetes import KubernetesLauncher, KubernetesLauncherConfig
 from worker.launchers.local import LocalLauncher
-from worker.launchers.registry import PLUGINS, UnknownLauncher, plugin
+from worker.launchers.registry import UnknownLauncher, plugin, plugins
 
 
-def test_every_launcher_the_contract_names_is_registered() -> None:
-    assert set(PLUGINS) == set(get_args(LauncherName))
-    assert all(name == entry.name for name, entry in PLUGINS.items())
+def test_every_launcher_the_api_names_registers_itself_in_its_folder() -> None:
+    assert set(plugins()) == set(LAUNCHER_GROUPS)
+    assert all(name == entry.name for name, entry in plugins().items())
     with pytest.raises(UnknownLauncher, match="slurm"):
         plugin("slurm")
 

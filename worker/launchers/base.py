@@ -6,6 +6,9 @@ Launchers see plain values, never ORM objects, so a launch can be retried from a
 What only some launchers can do, each declares in `capabilities`; callers ask for it by name
 (`drains`, `spot_probe`, `offset_logs`), which gives the launcher typed as able, or None; a
 capability with no calls of its own (`standby`) is a yes or no.
+
+It depends on the contract (gpujobs) alone, not on the API's internals: what a launcher reads of
+a placement is `Placed` here, which the API's `Placement` (api.pricing.offers) is.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from api.logs.reader import LogChunk
-from api.pricing.offers import Placement
+from gpujobs.logs import LogChunk
 from gpujobs.runtime import RunConfig
+from gpujobs.spec import CapacityType
 from worker.storage_credentials import S3Credentials
 
 
@@ -42,6 +45,27 @@ class Observation:
     killed: int = 0
 
 
+class Placed(Protocol):
+    """Where the scheduler placed an attempt, as a launcher reads it (not its price)."""
+
+    @property
+    def cloud(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def gpu_count(self) -> int: ...  # per node
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def capacity_type(self) -> CapacityType: ...
+
+
 @dataclass(frozen=True)
 class LaunchRequest:
     job_id: str
@@ -49,7 +73,7 @@ class LaunchRequest:
     attempt_number: int
     job_name: str
     team: str
-    placement: Placement  # the attempt's, as the scheduler placed it
+    placement: Placed  # the attempt's, as the scheduler placed it
     gpus_per_node: int  # what the spec asks of each node (the trainer's world size)
     run_config: RunConfig
     job_token: str
@@ -110,7 +134,7 @@ class SpotProbe(Protocol):
 class OffsetLogs(Protocol):
     def read_log(self, handle: str, *, offset: int = 0) -> Iterator[LogChunk]:
         """The log from byte `offset` (from the end when negative) to where it ends now, in
-        chunks of at most api.logs.reader.CHUNK_BYTES."""
+        chunks of at most gpujobs.logs.CHUNK_BYTES."""
         ...
 
 

@@ -1,17 +1,20 @@
-"""The launchers, by the name GPUJOBS_LAUNCHER gives (gpujobs.resources.Launcher).
+"""The launchers, by the name GPUJOBS_LAUNCHER gives (api.launchers.LAUNCHER_GROUPS).
 
-Each is a plug-in: how to build it from the settings, and what it can do besides the protocol's
-calls (its `capabilities`, worker.launchers.base). A launcher's module is imported when it is
-built, not here: the local launcher needs no Kubernetes client, and a Kubernetes API process
+Each is a plug-in that registers itself in its own folder: worker/launchers/<name>/plugin.py
+holds its `PLUGIN`, how to build it from the settings; what it can do besides the protocol's
+calls is its `capabilities` (worker.launchers.base). A launcher's package is imported when it is
+asked for, not here: the local launcher needs no Kubernetes client, and a Kubernetes API process
 no trainer runtime.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
+from functools import cache
 
+from api.launchers import LAUNCHER_GROUPS
 from api.settings import Settings
 from worker.launchers.base import Launcher
 
@@ -29,38 +32,20 @@ class UnknownLauncher(ValueError):
     pass
 
 
-def _local(settings: Settings) -> Launcher:
-    from worker.launchers.local.configure import launcher_from_settings
-
-    return launcher_from_settings(settings)
-
-
-def _local_to_drain(settings: Settings) -> Launcher | None:
-    from worker.launchers.local.configure import drainer_from_settings
-
-    return drainer_from_settings(settings)
-
-
-def _kubernetes(settings: Settings) -> Launcher:
-    from worker.launchers.kubernetes import KubernetesLauncher
-
-    return KubernetesLauncher.from_settings(settings)
-
-
-PLUGINS: Mapping[str, LauncherPlugin] = MappingProxyType(
-    {
-        "local": LauncherPlugin("local", build=_local, build_to_drain=_local_to_drain),
-        "kubernetes": LauncherPlugin("kubernetes", build=_kubernetes),
-    }
-)
-
-
+@cache
 def plugin(name: str) -> LauncherPlugin:
-    try:
-        return PLUGINS[name]
-    except KeyError:
-        known = ", ".join(sorted(PLUGINS))
-        raise UnknownLauncher(f"no launcher named {name!r} (known: {known})") from None
+    if name not in LAUNCHER_GROUPS:
+        known = ", ".join(sorted(LAUNCHER_GROUPS))
+        raise UnknownLauncher(f"no launcher named {name!r} (known: {known})")
+    found = importlib.import_module(f"{__package__}.{name}.plugin").PLUGIN
+    if not isinstance(found, LauncherPlugin) or found.name != name:
+        raise UnknownLauncher(f"worker/launchers/{name}/plugin.py: PLUGIN is not the {name!r} one")
+    return found
+
+
+def plugins() -> Mapping[str, LauncherPlugin]:
+    """Every launcher's plug-in, each package imported: for checks, not for a running process."""
+    return {name: plugin(name) for name in LAUNCHER_GROUPS}
 
 
 def make_launcher(settings: Settings) -> Launcher:

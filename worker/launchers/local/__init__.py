@@ -7,7 +7,8 @@ processes.py    the attempt's process group, its signals, and its stray processe
 observe.py      how an attempt ended, and the trainer's output, read as hostile
 containment.py  who owns which directory: the trainer's uid and what it may write
 spot_market.py  the simulated spot market
-configure.py    the launcher as Settings.local describes it (worker/launchers/registry.py)
+configure.py    the launcher as Settings.local describes it (api/launchers/local.py)
+plugin.py       its registration (worker/launchers/registry.py)
 """
 
 from worker.launchers.local.containment import UID_REGISTRY, local_checkpoint_dir

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from api.launcher_settings import TRAINER_MAX_PIDS
-from api.logs.reader import LogChunk
+from api.launchers.local import TRAINER_MAX_PIDS
+from gpujobs.logs import LogChunk
 from gpujobs.runtime import ENV_RUN_CONFIG, ENV_TERMINATION_LOG
 from gpujobs.spec import CapacityType
 from worker.launchers.base import (

@@ -11,7 +11,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from api.logs.reader import CHUNK_BYTES, LogChunk
+from gpujobs.logs import CHUNK_BYTES, LogChunk
 from gpujobs.runtime import EXIT_CONFIG_ERROR, TERMINATION_MESSAGE_MAX_BYTES
 from worker.launchers.base import Observation, ObservedState
 from worker.launchers.local import record

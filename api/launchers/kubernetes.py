@@ -1,9 +1,8 @@
-"""Each launcher's own settings, a group per launcher, under the GPUJOBS_ names they always had.
+"""The Kubernetes launcher's settings (worker/launchers/kubernetes; deploy/README.md per cloud)
+and what they make of it for the rest (`traits`), under the GPUJOBS_ names they always had.
 
-api/ reads none of them but the simulated spot market's clock (Settings.market_time_scale, which
-the placement's words follow): they are here because `Settings` (api.settings) is built here, and
-the worker imports api, never the reverse. `Settings.local` and `Settings.kubernetes` hold them; the
-launcher of that name reads its group (worker/launchers/registry.py).
+They are here, not in the launcher's folder, because `Settings` (api.settings) holds them and the
+worker imports api, never the reverse; the launcher reads its group, `Settings.kubernetes`.
 """
 
 from __future__ import annotations
@@ -12,84 +11,18 @@ import re
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from api.launchers.traits import LauncherSettings, LauncherTraits
+from api.pricing.cost_model import RESTART_HOURS
 
 # A Kubernetes taint as `kubectl taint` writes it: key[=value]:Effect.
 _TAINT = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[-A-Za-z0-9_.]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$"
 )
-# The same prefix as Settings': each field's name is its environment variable's.
-_CONFIG = SettingsConfigDict(env_prefix="GPUJOBS_", env_file=None, extra="ignore")
-# Processes and threads a job's trainer uid may hold (RLIMIT_NPROC counts threads on Linux):
-# torchrun, 8 ranks with their DataLoader workers and each one's torch, CUDA, NCCL and OpenMP
-# threads, a standby's as many beside them, with room to spare; a sixteenth of the kernel's
-# default pid_max (32768), so one job cannot take the machine's pids.
-TRAINER_MAX_PIDS = 2048
 
 
-class LocalLauncherSettings(BaseSettings):
-    """The local launcher (worker/launchers/local): trainers as processes on the worker's
-    machine."""
-
-    model_config = _CONFIG
-
-    # The simulated spot market
-    spot_market: Literal["off", "rate", "trace"] = "off"
-    spot_preemption_rate_per_hour: float = Field(
-        0.0, description="rate market: preemptions per simulated hour of spot."
-    )
-    spot_trace: str = Field(
-        "",
-        description="trace market: a spot-traces JSON file to replay; empty = the one shipped "
-        "with the worker (AWS us-east-1a p3.2xlarge, Feb 2023).",
-    )
-    spot_trace_start: int | None = Field(
-        None,
-        ge=0,
-        description="trace market: the tick (index into the trace's data) the replay starts "
-        "at; empty = 0, or for the shipped trace 14695, where spot is offered for 52 s of wall "
-        "time at x60 and then taken back for 10 s: a preemption within a minute of start.",
-    )
-    spot_trace_time_scale: float = Field(
-        60.0, description="Simulated seconds per wall-clock second for the spot market."
-    )
-    spot_notice_s: float = Field(10.0, description="Preemption notice: SIGTERM, then SIGKILL.")
-    # What contains a trainer (docs/security.md)
-    trainer_python: str = Field(
-        "",
-        description="Interpreter that runs trainers; empty = the server's. Run as root, the "
-        "server starts trainers as unprivileged uids, which must be able to reach it.",
-    )
-    trainer_python_path: str = Field(
-        "", description="PYTHONPATH of trainers: where operator-allowed workload modules live."
-    )
-    trainer_uid_first: int = Field(
-        200_000, description="Run as root, each job's trainers get their own uid from here."
-    )
-    trainer_uid_count: int = Field(100_000, description="How many trainer uids (one per job).")
-    trainer_max_pids: int = Field(
-        TRAINER_MAX_PIDS,
-        ge=16,
-        description="Run as root: the processes and threads a job's trainers may hold "
-        "together (RLIMIT_NPROC of its uid), so that a fork bomb fails in the job, not the "
-        "machine. Count threads: a rank with DataLoader workers runs dozens.",
-    )
-    trainer_s3_access_key_id: str = Field(
-        "", description="S3 keys for trainers (never the server's own): scope them to the prefix."
-    )
-    trainer_s3_secret_access_key: str = ""
-    trainer_s3_region: str = ""
-    drain_on_shutdown: bool = Field(
-        False,
-        description="A stopping worker stops its trainers (checkpoint, then resume later) "
-        "instead of leaving them running; for containers, whose processes die with the worker.",
-    )
-
-
-class KubernetesLauncherSettings(BaseSettings):
+class KubernetesLauncherSettings(LauncherSettings):
     """The Kubernetes launcher (worker/launchers/kubernetes; deploy/README.md per cloud)."""
-
-    model_config = _CONFIG
 
     trainer_image: str = "ghcr.io/gpujobs/trainer:latest"
     k8s_namespace: str = "gpujobs"
@@ -178,3 +111,12 @@ class KubernetesLauncherSettings(BaseSettings):
                 "k8s_trainer_s3_access_key_id and k8s_trainer_s3_secret_access_key go together"
             )
         return self
+
+    def traits(self) -> LauncherTraits:
+        # Real cloud capacity: a restart provisions a node, GPU models run at their own speeds.
+        return LauncherTraits(
+            simulated=False,
+            on_this_machine=False,
+            restart_hours=RESTART_HOURS,
+            gpu_models_alike=False,
+        )
