@@ -237,7 +237,7 @@ def _apply_observation(
     if observation.state == ObservedState.RUNNING and attempt.running_at is None:
         attempt.running_at = now  # its trainer's wait for a first report counts from here
     if result.end_reason is None and not result.path:
-        return 0
+        return _say_held(session, attempt=attempt, job=job, observation=observation)
     if result.end_reason is not None:
         attempt.exit_code = observation.exit_code
         close(session, attempt=attempt, job=job, now=now, end_reason=result.end_reason)
@@ -247,6 +247,30 @@ def _apply_observation(
         # It waits like a job deferred at submit: the scheduler places it again only when
         # the budget can hold its quote, and it holds it from then on.
         job.holds_budget = False
+    return 1
+
+
+# In the data of the event that says an attempt is held, beside the attempt's number.
+HELD = "held"
+
+
+def _say_held(session: Session, *, attempt: JobAttempt, job: Job, observation: Observation) -> int:
+    """An attempt held by something outside it (a queue's quota) may wait long: its job's status
+    line says why while it waits, and its events once when the wait starts and once for each new
+    reason, not on every pass. Not one being stopped: its status says why it stops."""
+    message = lifecycle.capped_reason(observation.message)
+    if not observation.held or not message or attempt.stop_reason is not None:
+        return 0
+    if job.status_reason == message:
+        return 0
+    job.status_reason = message
+    # Read only when the reason changed: Kueue's word may go back to one said before.
+    said = any(
+        reason == message and data.get(HELD) is True and data.get("attempt") == attempt.number
+        for reason, data in repo.note_reasons(session, job_id=job.id)
+    )
+    if not said:
+        lifecycle.note(session, job, reason=message, data={"attempt": attempt.number, HELD: True})
     return 1
 
 

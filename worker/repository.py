@@ -107,6 +107,14 @@ def notes(session: Session, *, job_id: str) -> list[dict[str, Any]]:
     return list(session.scalars(query))
 
 
+def note_reasons(session: Session, *, job_id: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """The reason and data of the job's events that changed no status."""
+    query = select(JobEvent.reason, JobEvent.data).where(
+        JobEvent.job_id == job_id, JobEvent.from_status == JobEvent.to_status
+    )
+    return [(reason, data) for reason, data in session.execute(query)]
+
+
 def release_claims(session: Session, *, token: str) -> None:
     session.execute(
         update(Job)

@@ -1,5 +1,6 @@
 """The Kubernetes launcher through Kueue on the real cluster: Kueue's own manager (built from
-the Go module proxy, run by scripts/cluster/kueue.sh) admits, holds and preempts the Jobs.
+the Go module proxy, run by scripts/cluster/kueue.sh) admits, holds and preempts the Jobs; the
+last test drives the whole service (GPUJOBS_K8S_KUEUE_QUEUE) and reads it with `gpujobs`.
 
 The ClusterQueue "gpujobs" has 2 GPUs of quota (1 per flavor, spot and on-demand) and lets a
 higher priority preempt a lower one; each test makes its LocalQueue in its own namespace.
@@ -7,14 +8,20 @@ higher priority preempt a lower one; each test makes its LocalQueue in its own n
 
 from __future__ import annotations
 
+import io
+import json
 import subprocess
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from devstack.cluster import SCRIPTS, RealCluster, cluster_setting
+from devstack.stack import Stack
+from gpujobs.cli import main
 from tests.k8s.test_real_launcher import request, trainer_spec, wait_state
 from worker.launchers.base import Observation, ObservedState
 from worker.launchers.kubernetes import KubernetesLauncher, kueue
@@ -163,3 +170,73 @@ def test_a_higher_priority_takes_the_quota_and_the_job_kueue_evicts_reads_as_pre
     (spared,) = [handle for handle in running if handle != preempted]
     assert low.status(spared).state is ObservedState.RUNNING
     stop(real_cluster, low, namespace, spared, urgent)
+
+
+def gpujobs(stack: Stack, *argv: str) -> str:
+    """The `gpujobs` command against the stack's API, every column in full."""
+    out = io.StringIO()
+    code = main([*argv, "--url", stack.url, "--token", stack.token, "--wide"], out=out)
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_through_the_service_a_job_beyond_the_quota_says_it_waits_for_kueue_and_runs_once_it_frees(
+    make_k8s_stack: Callable[..., Stack], real_cluster: RealCluster, namespace: str, queue: str
+) -> None:  # fmt: skip
+    stack = make_k8s_stack(trace=[1] * 100, tick_seconds=60, env={"GPUJOBS_K8S_KUEUE_QUEUE": queue})
+
+    def spec(name: str, steps: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "trainer": trainer_spec(steps),
+            "capacity": {"types": ["on_demand"]},
+            "env": {"OMP_NUM_THREADS": "1"},
+        }
+
+    # Two jobs of one GPU each take the queue's whole quota (one GPU per flavor)...
+    first, second = stack.submit(spec("quota-1", STEPS)), stack.submit(spec("quota-2", STEPS))
+    for job_id in (first, second):
+        stack.wait_status(job_id, {"RUNNING"}, timeout=240)
+    # ... and a third waits for it, its Job suspended.
+    third = stack.submit(spec("beyond-quota", 50))
+    waits = f"suspended: waiting for Kueue quota in queue {queue} (asks 1 pod(s), each {{"
+
+    def held() -> str | None:
+        shown = gpujobs(stack, "show", third)
+        return shown if f"SCHEDULED ({waits}" in shown and "insufficient" in shown else None
+
+    shown = real_cluster.wait(held, timeout=120, what="the third job to say Kueue holds it")
+    assert "nvidia.com/gpu: 1" in shown, shown
+    assert stack.job(third)["attempts"] == 1
+    # Its events say the wait once, and again only when Kueue's word changed, never per pass.
+    told = [
+        e for e in json.loads(gpujobs(stack, "events", third, "--json")) if e["data"].get("held")
+    ]
+    reasons = [e["reason"] for e in told]
+    assert reasons and all(waits in r for r in reasons), reasons
+    assert len(reasons) == len(set(reasons)), reasons
+    assert any("insufficient" in reason for reason in reasons), reasons
+    assert waits in gpujobs(stack, "events", third)
+
+    # The first ends: its quota frees, Kueue admits the third, which runs to its end.
+    gpujobs(stack, "cancel", first)
+    job = stack.wait_status(third, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=300)
+    assert job["status"] == "SUCCEEDED", stack.diagnostics(third)
+    assert [a["end_reason"] for a in stack.attempts(third)] == ["succeeded"]  # waited, not retried
+    changes = [(e["from_status"], e["to_status"]) for e in stack.events(third)]
+    assert ("SCHEDULED", "RUNNING") in changes, changes
+    assert "status:           SUCCEEDED" in gpujobs(stack, "show", third)
+
+    gpujobs(stack, "cancel", second)
+    for job_id in (first, second):
+        stack.wait_status(job_id, {"CANCELLED"}, timeout=120)
+
+    # A terminating pod still holds its node's GPUs: the next test would find fewer. (The third's
+    # pod stays, Succeeded, until its Job's TTL.)
+    def live_pods() -> list[str]:
+        pods = real_cluster.core.list_namespaced_pod(namespace).items
+        return [p.metadata.name for p in pods if p.status.phase in ("Pending", "Running")]
+
+    real_cluster.wait(
+        lambda: not live_pods(), timeout=120, what="the cancelled trainers' pods to be gone"
+    )

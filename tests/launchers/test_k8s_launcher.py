@@ -452,6 +452,7 @@ def test_a_job_waiting_for_kueue_says_its_queue_what_it_asks_and_kueues_word(
     assert observation.message is not None
     assert "waiting for Kueue quota in queue gpu" in observation.message
     assert "2 pod(s)" in observation.message and "nvidia.com/gpu: 4" in observation.message
+    assert observation.held  # its job's status and events say it (worker.reconciler)
 
     full = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu"
     cluster.kueue_workload(

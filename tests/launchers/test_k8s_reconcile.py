@@ -4,6 +4,7 @@ the scheduler places and launches a Job, the reconciler reads what the cluster s
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import signal
@@ -18,8 +19,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.models import JobAttempt
 from api.placement.world import pool_histories
 from api.settings import Settings
+from gpujobs.cli import main
+from gpujobs.client import Client
 from gpujobs.resources import JobStatus
 from gpujobs.runtime import ENV_RUN_CONFIG_JSON, RunConfig
+from tests.conftest import make_team
+from tests.sdk.server import ADMIN_TOKEN, live_api
 from tests.trainer.trainer_runs import REPO, run_config
 from tests.worker.support import Clock, attempts, job, principal, submit
 from trainer.checkpoint import load_latest
@@ -223,3 +228,85 @@ def test_the_pod_s_own_exit_after_sigterm_closes_the_attempt_as_preempted(
     assert (closed.end_reason, closed.exit_code) == ("preempted", 75)
     after = job(session_factory, job_id)
     assert after.status == JobStatus.PENDING.value and after.restarts == 0
+
+
+def gpujobs(*argv: str) -> str:
+    out = io.StringIO()
+    assert main(list(argv), out=out) == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_a_job_kueue_holds_says_so_in_show_and_once_in_its_events_and_runs_once_admitted(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the service: the API, the control loop with the launcher's queue setting, and
+    the `gpujobs` command; Kueue's part (its Workload, suspending and unsuspending the Job)
+    played through the emulator."""
+    home = tmp_path / "home"
+    with live_api(home) as api:
+        token = make_team(api.session_factory, "team-a")
+        for name, value in (("GPUJOBS_URL", api.url), ("GPUJOBS_TOKEN", token)):
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("GPUJOBS_CREDENTIALS_FILE", str(tmp_path / "no-credentials.json"))
+        monkeypatch.delenv("COLUMNS", raising=False)
+        settings = Settings(home=home, credentials_file=home / "credentials.json",
+                            admin_token=ADMIN_TOKEN)  # fmt: skip
+        launcher = cluster.launcher(kueue_queue="gpu")
+        cp = ControlPlane(settings=settings, factory=api.session_factory, launcher=launcher,
+                          clock=Clock())  # fmt: skip
+        with Client(api.url, token, retry=None) as gj:
+            job_id = gj.submit({"name": "queued", "trainer": {"steps": 100}, "max_restarts": 0}).id
+        assert len(schedule_once(cp).placed) == 1
+        (attempt,) = attempts(api.session_factory, job_id)
+        handle = attempt.launch_handle
+        assert handle is not None
+
+        # Kueue has not reserved quota: the Job stays suspended, and the job says why.
+        reconcile_once(cp)
+        waits = "suspended: waiting for Kueue quota in queue gpu (asks 1 pod(s), each {"
+        shown = gpujobs("show", job_id)
+        assert f"SCHEDULED ({waits}" in shown, shown
+        assert "nvidia.com/gpu: 1" in shown, shown
+        # Kueue's word on the quota, once it has one, is a new reason: said once more.
+        full = "couldn't assign flavors to pod set main: insufficient unused quota for "
+        full += "nvidia.com/gpu in flavor on-demand, 1 more needed"
+        quota = cluster.condition("QuotaReserved", "False", "Pending", message=full)
+        cluster.kueue_workload(handle, quota)
+        for _ in range(3):  # every pass sees the same wait: no event more
+            reconcile_once(cp)
+        shown = gpujobs("show", job_id)
+        assert f"SCHEDULED ({waits}" in shown and f"{full})" in shown, shown
+        told = gpujobs("events", job_id)
+        assert told.count(waits) == 2 and told.count(full) == 1, told
+        held = [e for e in json.loads(gpujobs("events", job_id, "--json")) if e["data"].get("held")]
+        assert [(e["from_status"], e["to_status"]) for e in held] == [("SCHEDULED",) * 2] * 2
+        assert held[1]["reason"].endswith(full), held
+
+        # Quota frees: Kueue admits the Workload and unsuspends the Job, and its pod runs.
+        admitted = cluster.condition("QuotaReserved", "True", "QuotaReserved")
+        cluster.kueue_workload(handle, admitted)
+        cluster.suspend(handle, False)
+        (pod,) = cluster.start_pods(handle)
+        cluster.set_pod_status(pod, cluster.running())
+        reconcile_once(cp)
+        shown = gpujobs("show", job_id)
+        assert "status:           RUNNING" in shown and waits in shown, shown  # the note stays
+        assert gpujobs("events", job_id).count(waits) == 2
+
+        # A higher priority takes the quota back: Kueue evicts the Workload and suspends the
+        # Job, whose trainer checkpoints and exits 75. A preemption: no restart is spent
+        # (max_restarts is 0) and the job is placed again, to resume from its checkpoint.
+        why = "Preempted to accommodate a workload (UID: 1234) due to prioritization in the queue"
+        evicted = cluster.condition("Evicted", "True", "Preempted", message=why)
+        cluster.kueue_workload(handle, admitted, evicted)
+        cluster.suspend(handle, True)
+        cluster.set_pod_status(pod, cluster.terminated(75))
+        cluster.fail_by_policy(handle, pod, exit_code=75, disrupted=False)
+        reconcile_once(cp)
+        (closed,) = attempts(api.session_factory, job_id)
+        assert (closed.end_reason, closed.exit_code) == ("preempted", 75)
+        after = job(api.session_factory, job_id)
+        assert (after.status, after.preemptions, after.restarts) == ("PENDING", 1, 0)
+        assert after.status_reason is not None and why in after.status_reason
+        assert len(schedule_once(cp).placed) == 1
+        assert [a.number for a in attempts(api.session_factory, job_id)] == [1, 2]

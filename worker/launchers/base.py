@@ -40,6 +40,10 @@ class Observation:
     state: ObservedState
     exit_code: int | None = None
     message: str | None = None
+    # PENDING because something outside the attempt holds it until that frees (a queue's quota:
+    # Kueue's): the wait may last, so its job's status line says the message, and its events
+    # each new one.
+    held: bool = False
     # Of an attempt that has ended: how many of its processes had to be killed (they outlived
     # its trainer, or a stop's notice). A launcher that cannot tell says 0.
     killed: int = 0

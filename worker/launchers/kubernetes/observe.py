@@ -251,7 +251,7 @@ def _waiting(
     created = job.metadata.creation_timestamp
     if created is not None and (now - created).total_seconds() > unschedulable_timeout_s:
         return Observation(ObservedState.NO_CAPACITY, message=message)
-    return Observation(ObservedState.PENDING, message=message)
+    return Observation(ObservedState.PENDING, message=message, held=True)
 
 
 def _ended(
