@@ -10,7 +10,6 @@ loopback (tests.api.load_server), with its timeouts shortened by settings.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,60 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import slow_clients
 from tests.api.test_load import Server, start_server, stop_server
 
 TIMEOUT_S = 3  # the header and body timeouts the server is given here
-SLOW_BODIES = 100
-
-
-def _connect(server: Server) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
-def _slow_body(server: Server) -> socket.socket:
-    """The headers of an authenticated submit and one byte of its body, then nothing."""
-    sock = _connect(server)
-    head = (
-        "POST /v1/jobs HTTP/1.1\r\n"
-        "Host: 127.0.0.1\r\n"
-        f"Authorization: Bearer {server.token}\r\n"
-        "Content-Type: application/json\r\n"
-        "Content-Length: 100\r\n"
-        "\r\n{"
-    )
-    sock.sendall(head.encode())
-    return sock
-
-
-def _slow_headers(server: Server) -> socket.socket:
-    sock = _connect(server)
-    sock.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-    return sock
-
-
-def _huge_headers(server: Server) -> socket.socket:
-    """Headers past the server's bound (64 KiB), never finished."""
-    sock = _connect(server)
-    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"x" * 70_000)
-    return sock
-
-
-def _closed_by_server(sock: socket.socket, *, deadline: float) -> bytes | None:
-    """What the server sent before closing the connection, or None if it still holds it open
-    at the deadline (well past the server's timeout)."""
-    received = b""
-    while True:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = sock.recv(4096)
-        except TimeoutError:
-            return None
-        except ConnectionResetError:
-            return received
-        if not chunk:
-            return received
-        received += chunk
 
 
 @pytest.fixture
@@ -92,12 +41,8 @@ def guarded(tmp_path: Path) -> Iterator[Server]:
 
 def test_slow_and_idle_clients_do_not_stop_other_requests(guarded: Server) -> None:
     server = guarded
-    held: list[tuple[str, socket.socket]] = []
+    held = slow_clients.hold(server)
     try:
-        held += [("slow body", _slow_body(server)) for _ in range(SLOW_BODIES)]
-        held += [("slow headers", _slow_headers(server)) for _ in range(10)]
-        held += [("idle", _connect(server)) for _ in range(10)]
-        held += [("huge headers", _huge_headers(server)) for _ in range(2)]
         # Other requests are answered while every slow socket is held.
         with httpx.Client(base_url=server.url, timeout=8) as client:
             assert client.get("/healthz").status_code == 200
@@ -106,24 +51,14 @@ def test_slow_and_idle_clients_do_not_stop_other_requests(guarded: Server) -> No
             budget = client.get("/v1/budget", headers=server.auth)
             assert budget.status_code == 200, budget.text
         # And the server closes every slow socket within its timeout (here well within the
-        # deadline): a slow request is told 408, an idle connection just closed.
-        deadline = time.monotonic() + TIMEOUT_S + 20
-        outcomes = {kind: set[str]() for kind, _ in held}
-        for kind, sock in held:
-            answer = _closed_by_server(sock, deadline=deadline)
-            outcomes[kind].add("held open" if answer is None else answer[:12].decode() or "closed")
-        assert outcomes == {
-            "slow body": {"HTTP/1.1 408"},
-            "slow headers": {"HTTP/1.1 408"},
-            "idle": {"closed"},
-            "huge headers": {"HTTP/1.1 431"},
-        }, outcomes
+        # deadline).
+        outcomes = slow_clients.how_closed(held, within_s=TIMEOUT_S + 20)
+        assert outcomes == slow_clients.CLOSED_AS, outcomes
         # Nothing of the slow requests was kept: no job was created from a partial body.
         with httpx.Client(base_url=server.url, timeout=8) as client:
             assert client.get("/v1/jobs", headers=server.auth).json()["items"] == []
     finally:
-        for _, sock in held:
-            sock.close()
+        slow_clients.release(held)
 
 
 def test_one_client_holds_at_most_its_share_of_connections(tmp_path: Path) -> None:
@@ -135,7 +70,7 @@ def test_one_client_holds_at_most_its_share_of_connections(tmp_path: Path) -> No
         GPUJOBS_API_HEADER_TIMEOUT_S="60",
     )
     try:
-        idle = [_connect(running) for _ in range(5)]
+        idle = [slow_clients.connect(running) for _ in range(5)]
         try:
             # The sixth connection of the same address is answered at once and closed.
             refused = httpx.get(running.url + "/healthz", timeout=8)

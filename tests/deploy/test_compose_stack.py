@@ -6,6 +6,8 @@ scripts/docker-engine.sh, scripts/docker-base-images.sh). One stack per module, 
 project name and env file; it is always removed with its volumes (`down -v`) at the end. The
 scenarios run in file order on that stack:
 
+0. 100 slow clients and idle connections hold the API through its published port: another
+   team's requests are answered, and the api closes them within its own timeouts;
 1. a small job checkpoints to the compose S3 and succeeds; `down` then `up` keeps it;
 2. `docker-compose stop worker` drains a running trainer (checkpoint) and the job resumes after
    `up` without spending a restart;
@@ -28,6 +30,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ import httpx
 import pytest
 import yaml
 
+from tests import slow_clients
 from tests.deploy.support import REPO
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(3600)]
@@ -470,6 +474,50 @@ def test_the_admin_token_is_generated_once_and_kept(stack: Stack) -> None:
         f"{compose.url}/v1/jobs", headers={"Authorization": "Bearer not-the-token"}, timeout=30
     )
     assert wrong.status_code == 401
+
+
+@dataclass(frozen=True)
+class Team:
+    url: str
+    token: str
+
+
+def test_slow_and_idle_clients_do_not_stop_another_teams_requests(stack: Stack) -> None:
+    """The embedded service's attack (tests/api/test_slow_clients.py), through the port compose
+    publishes, against the api container as it ships: its own timeouts, nothing in front."""
+    compose = stack.compose
+    limits = json.loads(
+        compose.exec(
+            "api",
+            "python",
+            "-c",
+            "import json; from api.settings import get_settings; s = get_settings(); "
+            "print(json.dumps([s.api_header_timeout_s, s.api_body_timeout_s]))",
+        )
+    )
+    token = compose.exec("api", "python", "-m", "api.admin", "create-team", "slowpoke").strip()
+    attacker = Team(compose.url, token)
+    victim = {"Authorization": f"Bearer {stack.cli.token}"}
+    held = slow_clients.hold(attacker)
+    try:
+        # Another team's requests, and the health checks, are answered while every one is held.
+        with httpx.Client(base_url=compose.url, timeout=30) as client:
+            health = client.get("/healthz")
+            assert health.status_code == 200, f"{health.text}\n{compose.logs('api', tail=20)}"
+            assert client.get("/readyz").status_code == 200
+            listed = client.get("/v1/jobs", headers=victim)
+            assert listed.status_code == 200, listed.text
+            budget = client.get("/v1/budget", headers=victim)
+            assert budget.status_code == 200, budget.text
+        # And the api closes each within its timeouts (the deadline is well past them).
+        outcomes = slow_clients.how_closed(held, within_s=max(limits) + 30)
+        assert outcomes == slow_clients.CLOSED_AS, f"{outcomes}\n{compose.logs('api')}"
+        attackers_jobs = httpx.get(
+            f"{compose.url}/v1/jobs", headers={"Authorization": f"Bearer {attacker.token}"}
+        )
+        assert attackers_jobs.json()["items"] == [], "no job from a partial body"
+    finally:
+        slow_clients.release(held)
 
 
 def test_a_small_job_checkpoints_to_s3_succeeds_and_survives_down_and_up(stack: Stack) -> None:

@@ -44,6 +44,7 @@ from worker.launchers.kubernetes.manifests import (
 from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
 from worker.storage_credentials.iam_users import IamUsers
+from worker.storage_credentials.left_uploads import left_behind
 from worker.storage_credentials.policy import prefix_policy
 from worker.storage_credentials.revocation import sweep_due, to_revoke
 
@@ -165,6 +166,68 @@ def test_team_bs_trainer_keys_reach_its_own_jobs_prefix_and_never_team_as(
             iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
         ).issued()
     )
+
+
+def test_the_uploads_an_ended_attempt_left_unfinished_are_aborted_and_no_other_jobs(
+    deployment: Settings, session_factory: sessionmaker[Session], s3_server: S3Server
+) -> None:
+    """A trainer killed mid-upload leaves its multipart upload's parts in the store. Its keys may
+    not list uploads (SeaweedFS's IAM refuses the action in a policy), so the trainer's own
+    cleanup at the next start was refused and they piled up."""
+    launcher, clock = RecordingLauncher(), Clock()
+    cp = control_plane(deployment, session_factory, launcher, clock)
+    job_a = submit(session_factory, principal(session_factory, "team-a"))
+    job_b = submit(session_factory, principal(session_factory, "team-b"))
+    schedule_once(cp)
+    launched = {request.job_id: request for request in launcher.launches}
+    started: dict[str, str] = {}
+    for job_id in (job_a, job_b):
+        at = parse_uri(job(session_factory, job_id).checkpoint_uri or "")
+        assert isinstance(at, S3Location)
+        s3 = s3_server.client_as(keys_handed_to(launched[job_id], deployment))
+        key = f"{at.prefix}/step-000000000010/model.pt"
+        upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+        s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1, Body=b"x" * 4096)
+        started[job_id] = f"{at.prefix}/"
+        if job_id == job_b:  # what its trainer's next start would do, refused
+            store = S3Store(BUCKET, at.prefix, s3)
+            assert refused(store.abort_incomplete)
+
+    def unfinished(job_id: str) -> list[str]:
+        page = s3_server.client().list_multipart_uploads(Bucket=BUCKET, Prefix=started[job_id])
+        return [upload["Key"] for upload in page.get("Uploads", [])]
+
+    assert unfinished(job_b) == [f"{started[job_b]}step-000000000010/model.pt"]
+    clock.advance(5)  # the trainer is killed after its upload began
+    launcher.script(launched[job_b].attempt_id, ObservedState.FAILED, exit_code=-9)
+    reconcile_once(cp)
+
+    assert unfinished(job_b) == []
+    assert unfinished(job_a) == [f"{started[job_a]}step-000000000010/model.pt"]
+    assert (
+        launched[job_b].attempt_id
+        not in IamUsers(
+            iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
+        ).issued()
+    )
+
+
+def test_only_uploads_begun_by_the_attempts_end_are_its_own() -> None:
+    """Its job's next attempt may be uploading under the same prefix when the sweep runs."""
+    ended = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    uploads = [
+        {"Key": "j/step-1/model.pt", "UploadId": "before", "Initiated": ended - timedelta(hours=1)},
+        {"Key": "j/step-1/optim.pt", "UploadId": "that second", "Initiated": ended},
+        {
+            "Key": "j/step-2/model.pt",
+            "UploadId": "next attempt",
+            "Initiated": ended + timedelta(seconds=1),
+        },
+    ]
+    assert left_behind(uploads, ended_at=ended) == [
+        ("j/step-1/model.pt", "before"),
+        ("j/step-1/optim.pt", "that second"),
+    ]
 
 
 def test_a_relaunched_attempt_keeps_its_first_keys_until_it_ends(

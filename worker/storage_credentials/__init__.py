@@ -8,7 +8,8 @@ A trainer runs a team's code, so whatever keys it holds, that code holds. Two mo
   overwrite every other job's checkpoints under the same keys.
 - `iam_users`: an identity per attempt (`iam_users.IamUsers`), allowed read, write and list
   under its own job's checkpoint prefix and nothing else, minted when the attempt launches and
-  deleted once it has ended (`revocation.revoke_ended`, by the reconciling passes).
+  deleted once it has ended (`revocation.revoke_ended`, by the reconciling passes), with the
+  multipart uploads it left unfinished.
 
 An issuer is this small interface; the launchers only see the keys it hands out, on the
 `LaunchRequest`, and copy them into the trainer's environment (or its pod's Secret).
@@ -17,6 +18,7 @@ An issuer is this small interface; the launchers only see the keys it hands out,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 
@@ -51,8 +53,16 @@ class StorageCredentials(Protocol):
         keys issued before stay valid until `revoke`."""
         ...
 
-    def revoke(self, *, attempt_id: str) -> None:
-        """Every key issued for the attempt stops working. Idempotent."""
+    def revoke(
+        self,
+        *,
+        attempt_id: str,
+        checkpoint_uri: str | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        """Every key issued for the attempt stops working, and the multipart uploads it left
+        unfinished under `checkpoint_uri` (those begun by `ended_at`) are aborted with the
+        control plane's keys (left_uploads.py); without both, only the keys. Idempotent."""
         ...
 
     def issued(self) -> list[str]:

@@ -5,7 +5,9 @@ CreateAccessKey.
 The control plane calls it with its own keys (the environment's, as boto3 finds them); the
 trainer gets only the new user's keys. The user's name carries the attempt id, so the users
 alive are the attempts holding keys, and a reconciling pass deletes those whose attempt has
-ended (revocation.py), even when the worker that minted them died in between.
+ended (revocation.py), even when the worker that minted them died in between, after aborting
+the multipart uploads the attempt left unfinished, which its own keys may not list
+(left_uploads.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from gpujobs.checkpoints import S3Location, parse_uri
 from worker.storage_credentials import S3Credentials
+from worker.storage_credentials.left_uploads import abort_left_uploads
 from worker.storage_credentials.policy import policy_document
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,22 @@ class IamUsers:
         self.ready_timeout_s = ready_timeout_s
         self.sleep = sleep
         self._iam: Any = None
+        self._s3: Any = None
+
+    @property
+    def s3(self) -> Any:
+        """The control plane's own S3 client (its keys, as boto3 finds them)."""
+        if self._s3 is None:
+            import boto3
+            from botocore.config import Config
+
+            self._s3 = boto3.client(
+                "s3",
+                endpoint_url=self.s3_endpoint_url,
+                region_name=self.region,
+                config=Config(s3={"addressing_style": "path"} if self.s3_endpoint_url else {}),
+            )
+        return self._s3
 
     @property
     def iam(self) -> Any:
@@ -126,12 +146,25 @@ class IamUsers:
                     raise
             self.sleep(0.2)
 
-    def revoke(self, *, attempt_id: str) -> None:
+    def revoke(
+        self,
+        *,
+        attempt_id: str,
+        checkpoint_uri: str | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
         user = user_name(attempt_id)
         try:
             keys = self.iam.list_access_keys(UserName=user)["AccessKeyMetadata"]
             for key in keys:
                 self.iam.delete_access_key(UserName=user, AccessKeyId=key["AccessKeyId"])
+            # After its keys, so that its trainer starts no more; before its user, whose
+            # existence is what makes the next sweep try again when this raises.
+            location = parse_uri(checkpoint_uri) if checkpoint_uri else None
+            if isinstance(location, S3Location) and ended_at is not None:
+                aborted = abort_left_uploads(self.s3, location, ended_at=ended_at)
+                if aborted:
+                    log.info("aborted %d upload(s) attempt %s left unfinished", aborted, attempt_id)
             self.iam.delete_user_policy(UserName=user, PolicyName=POLICY_NAME)
         except Exception as error:
             if _code(error) != "NoSuchEntity":

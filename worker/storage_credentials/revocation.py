@@ -4,6 +4,9 @@ A sweep rather than a call where an attempt closes: an attempt ends in many plac
 end, cancel, a launch given up, a refused launch) and a worker can die between closing it and
 revoking; the next sweep, by any worker, still revokes.
 
+Revoking an attempt's keys also aborts the multipart uploads it left unfinished under its job's
+prefix (left_uploads.py): its own keys may not list them.
+
 A sweep lists every IAM user, so it is paced (`Pace`): a worker sweeps at its first pass, after
 any attempt has ended since its last sweep began, after a sweep that failed to revoke, and
 otherwise every `storage_revoke_interval_s`.
@@ -19,7 +22,7 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.database import read_session
-from api.models import JobAttempt
+from api.models import Job, JobAttempt
 from worker.storage_credentials import StorageCredentials
 
 log = logging.getLogger(__name__)
@@ -88,17 +91,19 @@ def _sweep(*, storage: StorageCredentials, factory: sessionmaker[Session]) -> in
     if not issued:
         return 0
     with read_session(factory) as session:
-        still_open = set(
-            session.scalars(
-                select(JobAttempt.id).where(
-                    JobAttempt.id.in_(issued), JobAttempt.ended_at.is_(None)
-                )
-            )
-        )
+        rows = session.execute(
+            select(JobAttempt.id, JobAttempt.ended_at, Job.checkpoint_uri)
+            .join(Job, Job.id == JobAttempt.job_id)
+            .where(JobAttempt.id.in_(issued))
+        ).all()
+    still_open = {attempt_id for attempt_id, ended_at, _ in rows if ended_at is None}
+    # Where an ended attempt may have left unfinished uploads, and since when it cannot add one.
+    ended = {attempt_id: (uri, ended_at) for attempt_id, ended_at, uri in rows if ended_at}
     revoked, failed = 0, False
     for attempt_id in to_revoke(issued=issued, open_attempts=still_open):
+        checkpoint_uri, ended_at = ended.get(attempt_id, (None, None))
         try:
-            storage.revoke(attempt_id=attempt_id)
+            storage.revoke(attempt_id=attempt_id, checkpoint_uri=checkpoint_uri, ended_at=ended_at)
             revoked += 1
         except Exception:
             failed = True
