@@ -7,6 +7,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from api import metrics
+from api import progress as stored_progress
 from api.auth import revoke_attempt_tokens
 from api.models import Job, JobAttempt
 from api.money import MICRO, cost_microusd
@@ -30,12 +31,12 @@ def close(
     metrics.record_dollars(attempt.cost_microusd / MICRO)
     if attempt.standby:
         return  # never the job's attempt: the job's steps are not its to lose
-    progress = (job.progress if job else None) or {}
-    step = progress.get("step")
+    progress = stored_progress.read(job.progress) if job else None
+    step = progress.step if progress else None
     checkpoint = job.resume_from_step if job else None
     if step is not None:
-        attempt.end_step = int(step)
-        attempt.steps_lost = max(0, int(step) - int(checkpoint or 0))
+        attempt.end_step = step
+        attempt.steps_lost = max(0, step - (checkpoint or 0))
 
 
 def ending(attempt: JobAttempt, job: Job) -> dict[str, object]:

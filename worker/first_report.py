@@ -14,7 +14,7 @@ anything over. Nothing else notices (it is RUNNING, and billed), so the reconcil
 The clock starts when the launcher first saw the attempt running (`running_at`: a pod waiting
 for a node or an image does not count; a standby's, when it was promoted and began to train),
 and a standby that waits for its go is never asked. Whose report it is the API records with the
-progress (`progress["attempt_id"]`).
+progress (`api.progress.Progress`, its report's `attempt_id`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
+from api import progress as stored_progress
 from api.database import read_session, transaction
 from api.jobs import lifecycle
 from api.models import Job, JobAttempt
@@ -124,7 +125,8 @@ def check(cp: ControlPlane, *, attempt_id: str) -> int:
 
 def facts(session: Session, *, attempt: JobAttempt, job: Job) -> Facts:
     training = job.status == JobStatus.RUNNING.value and not attempt.standby
-    reported = (job.progress or {}).get("attempt_id") == attempt.id
+    progress = stored_progress.read(job.progress)
+    reported = progress is not None and progress.report.attempt_id == attempt.id
     # The events are read only for an attempt not heard from yet: a few seconds of most.
     warned = not reported and any(
         NOTE in data and data.get("attempt") == attempt.number

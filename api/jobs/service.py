@@ -10,11 +10,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api import progress as stored_progress
 from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, DomainError, InvalidRequest, NotFound
@@ -322,16 +322,18 @@ def report_progress(
     if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
         raise Conflict("progress from an attempt that is no longer current")
     _check_bounds(job, report)
-    progress = report.model_dump(mode="json", exclude={"attempt_id"})
-    progress["updated_at"] = now.isoformat()
-    # The rate was measured on the attempt's GPU: the scheduler converts it to the others the
-    # job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
-    progress["gpu_model"] = latest.gpu_model if latest is not None else None
-    if current is not None:
-        progress |= _attempt_rate(current, job.progress or {}, report, now)
+    before = stored_progress.read(job.progress)
+    job.progress = stored_progress.Progress(
         # Whose report it is: the reconciler waits for an attempt's first (worker.first_report).
-        progress["attempt_id"] = current.id
-    job.progress = progress
+        report=report.model_copy(update={"attempt_id": current.id if current else None}),
+        updated_at=now,
+        # The rate was measured on the attempt's GPU: the scheduler converts it to the others
+        # the job may run on (api.pricing.gpu_speed). Ours, not the trainer's word.
+        gpu_model=latest.gpu_model if latest is not None else None,
+        rate=_attempt_rate(current, before.rate if before else None, report, now)
+        if current is not None
+        else None,
+    ).stored()
     if report.checkpoint_stall_s:  # 0: no checkpoint yet in this attempt
         job.checkpoint_stall_s = report.checkpoint_stall_s
     if report.checkpoint_step is not None:
@@ -356,8 +358,11 @@ def _check_bounds(job: Job, report: ProgressReport) -> None:
 
 
 def _attempt_rate(
-    current: JobAttempt, before: dict[str, Any], report: ProgressReport, now: datetime
-) -> dict[str, Any]:
+    current: JobAttempt,
+    before: stored_progress.AttemptRate | None,
+    report: ProgressReport,
+    now: datetime,
+) -> stored_progress.AttemptRate | None:
     """The open attempt's rate after this report, as the progress keeps it: its windows'
     mean over time (api.jobs.measured_rate), the one the scheduler counts the work left from.
     Only a report that names the attempt measures it (the shipped trainer always names it): one
@@ -367,53 +372,42 @@ def _attempt_rate(
     report of it, a post retried after its answer was lost), leaves the rate as it is."""
     known = None
     if current.samples_per_s:
-        known = measured_rate.Rate(current.samples_per_s, float(before.get("rate_seconds") or 0))
-    kept: dict[str, Any] = {
-        "rate_at": before.get("rate_at"),
-        "rate_measured_at": before.get("rate_measured_at"),
-    }
+        known = measured_rate.Rate(current.samples_per_s, before.seconds if before else 0.0)
+    at = before.at if before else None
+    measured_at = before.measured_at if before else None
     if (
         report.attempt_id == current.id
         and report.samples_per_s
-        and not _counted(known, kept, report)
+        and not _counted(known, measured_at, report)
     ):
-        window = _seconds_since(before.get("rate_at"), now) if known is not None else 0.0
+        window = _seconds_since(at, now) if known is not None else 0.0
         known = measured_rate.after(known, report.samples_per_s, seconds=window)
         current.samples_per_s = known.samples_per_s
-        kept["rate_at"] = now.isoformat()
+        at = now
         if report.measured_at is not None:
-            kept["rate_measured_at"] = report.measured_at.isoformat()
+            measured_at = report.measured_at
     if known is None:
-        return {}
-    return kept | {"samples_per_s": known.samples_per_s, "rate_seconds": known.seconds}
+        return None
+    return stored_progress.AttemptRate(
+        samples_per_s=known.samples_per_s, seconds=known.seconds, at=at, measured_at=measured_at
+    )
 
 
 def _counted(
-    known: measured_rate.Rate | None, kept: dict[str, Any], report: ProgressReport
+    known: measured_rate.Rate | None, last: datetime | None, report: ProgressReport
 ) -> bool:
-    """Whether the report's window is the one the attempt's rate took last. Only while the
-    attempt has a rate: the progress's last window before that was another attempt's. The
-    same time, not an earlier one: the reporter posts its windows in order, and a trainer
-    relaunched within the attempt may read a clock behind the one before it."""
+    """Whether the report's window is the one the attempt's rate took last (`last`, its
+    trainer's time). Only while the attempt has a rate: the progress's last window before that
+    was another attempt's. The same time, not an earlier one: the reporter posts its windows in
+    order, and a trainer relaunched within the attempt may read a clock behind the one before
+    it."""
     if known is None or report.measured_at is None:
         return False
-    return report.measured_at == _parsed(kept["rate_measured_at"])
+    return report.measured_at == last
 
 
-def _parsed(when: object) -> datetime | None:
-    """An ISO time the server wrote (naive ones read as UTC); None where there is none."""
-    if not isinstance(when, str):
-        return None
-    try:
-        then = datetime.fromisoformat(when)
-    except ValueError:
-        return None
-    return then if then.tzinfo is not None else then.replace(tzinfo=UTC)
-
-
-def _seconds_since(when: object, now: datetime) -> float:
-    """Seconds from an ISO time the server wrote to now; 0 where there is none."""
-    then = _parsed(when)
+def _seconds_since(then: datetime | None, now: datetime) -> float:
+    """Seconds from a time the server wrote to now; 0 where there is none."""
     if then is None:
         return 0.0
     if now.tzinfo is None:

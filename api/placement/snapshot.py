@@ -6,12 +6,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from api.pricing.cost_model import CHECKPOINT_COST_SECONDS, RESTART_HOURS
 from api.pricing.gpu_speed import pace, reference_gpu
 from api.pricing.offers import Offer
 from api.pricing.preemption import PreemptionPrior, Priors
+from api.progress import Progress
 from gpujobs.progress import MAX_CHECKPOINT_STALL_S
 from gpujobs.progress import samples_per_step as samples_per_step
 from gpujobs.spec import CapacityType, JobSpec
@@ -139,32 +140,29 @@ class Snapshot:
     time_scale: float = 1.0
 
 
-def measured_pace(
-    spec: JobSpec, progress: Mapping[str, Any] | None, speeds: Mapping[str, float]
-) -> float:
+def measured_pace(spec: JobSpec, progress: Progress | None, speeds: Mapping[str, float]) -> float:
     """Hours on the spec's reference GPU per hour on the GPU its reported rate was measured on
-    (`progress["gpu_model"]`, the reporting attempt's, recorded by the server)."""
-    measured_on = (progress or {}).get("gpu_model")
-    if not isinstance(measured_on, str):
+    (`Progress.gpu_model`, the reporting attempt's, recorded by the server)."""
+    measured_on = progress.gpu_model if progress else None
+    if measured_on is None:
         return 1.0
     return pace(speeds, measured_on=measured_on, runs_on=reference_gpu(spec))
 
 
 def step_seconds(
     spec: JobSpec,
-    progress: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
     speeds: Mapping[str, float] | None = None,
 ) -> float | None:
     """One optimizer step on the reference GPU: measured once the trainer reports (converted
     from the GPU it ran on), else the spec's estimate / steps."""
-    progress = progress or {}
-    rate = progress.get("samples_per_s")
+    rate = progress.samples_per_s if progress else None
     if rate and rate > 0:
         seconds = samples_per_step(spec) / rate * measured_pace(spec, progress, speeds or {})
         # NaN (an infinite rate on a GPU of no speed): a step that cannot be timed, set aside
         # by decide() as the infinite one of a vanishing rate is (unweighable).
         return math.inf if math.isnan(seconds) else float(seconds)
-    total = progress.get("total_steps") or spec.trainer.steps
+    total = (progress.total_steps if progress else None) or spec.trainer.steps
     if total and total > 0 and spec.estimated_hours:
         return float(spec.estimated_hours * 3600.0 / total)
     return None

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from api.placement.snapshot import measured_pace, samples_per_step
 from api.placement.throughput import learned_speeds
 from api.pricing.gpu_speed import Speeds
+from api.progress import Progress
 from gpujobs.spec import JobSpec
 
 # Used when a spec gives no estimate and the trainer has not yet reported a rate.
@@ -44,7 +44,7 @@ class Measured:
 def remaining_hours(
     spec: JobSpec,
     *,
-    progress: Mapping[str, Any] | None,
+    progress: Progress | None,
     resume_from_step: int | None,
     speeds: Mapping[str, float] | None = None,
 ) -> float:
@@ -54,10 +54,9 @@ def remaining_hours(
     trainer's measured rate wins over the spec's estimate once it has reported one; it was
     measured on the reporting attempt's GPU, so `speeds` converts it.
     """
-    progress = progress or {}
-    total = progress.get("total_steps") or spec.trainer.steps
+    total = (progress.total_steps if progress else None) or spec.trainer.steps
     done = resume_from_step or 0
-    rate = progress.get("samples_per_s")
+    rate = progress.samples_per_s if progress else None
     if total and rate and rate > 0:
         # A rate or step count past any bound (a row written before gpujobs.progress held)
         # counts as work that cannot be counted: decide() sets the job aside (math.inf).

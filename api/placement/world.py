@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api import progress as stored_progress
 from api.catalog.repository import no_capacity
 from api.models import Job, JobAttempt
 from api.money import MICRO
@@ -260,23 +261,24 @@ def _current(attempt: JobAttempt | None, *, stopping: bool = False) -> Current |
     )
 
 
-def stored_problem(job: Job, spec: JobSpec) -> tuple[str, str] | None:
-    """(field, why) for the first number the job's row holds out of the bounds a progress
-    report is held to (gpujobs.progress): one written before they held, or straight to the
-    database. The scheduler weighs these; None: all are within them."""
-    progress = job.progress
-    if progress is None:
-        progress = {}
-    if not isinstance(progress, dict):
-        return "progress", "is not a progress report"
-    found = [
-        (f"progress.{name}", why)
-        for name, why in progress_bounds.problems(
-            spec,
-            total_steps=progress.get("total_steps"),
-            samples_per_s=progress.get("samples_per_s"),
-        )
-    ]
+def stored_problem(
+    job: Job, spec: JobSpec, progress: stored_progress.Progress | None
+) -> tuple[str, str] | None:
+    """(field, why) for the first number the job's row (and its `progress`, as read) holds out
+    of the bounds a progress report is held to (gpujobs.progress): one written before they
+    held, or straight to the database. The scheduler weighs these; None: all are within them."""
+    found: list[tuple[str, str]] = []
+    if progress is not None:
+        # A figure of the wrong type is judged as stored, so the event names why.
+        as_stored = progress.unreadable
+        found = [
+            (f"progress.{name}", why)
+            for name, why in progress_bounds.problems(
+                spec,
+                total_steps=as_stored.get("total_steps", progress.total_steps),
+                samples_per_s=as_stored.get("samples_per_s", progress.samples_per_s),
+            )
+        ]
     found += progress_bounds.problems(
         spec,
         checkpoint_stall_s=job.checkpoint_stall_s,
@@ -302,7 +304,11 @@ def job_state(
     # None unless the measures change the table: a job with its own speeds is ranked anew.
     own = measured.speeds(speeds)
     table = own or speeds
-    stored = stored_problem(job, spec)
+    try:
+        progress = stored_progress.read(job.progress)
+        stored = stored_problem(job, spec, progress)
+    except stored_progress.NotAReport:
+        progress, stored = None, ("progress", "is not a progress report")
     if stored is not None:
         # Nothing is derived from the bad number: decide() sets the job aside as it is.
         return JobState(
@@ -324,7 +330,7 @@ def job_state(
         submitted_at=job.created_at,
         deadline_at=job.deadline_at,
         remaining_hours=remaining_hours(
-            spec, progress=job.progress, resume_from_step=job.resume_from_step, speeds=table
+            spec, progress=progress, resume_from_step=job.resume_from_step, speeds=table
         ),
         state="running" if attempt is not None else "pending",
         current=_current(attempt),
@@ -334,7 +340,7 @@ def job_state(
         restarts=job.restarts,
         team_name=job.team.name if job.team is not None else None,
         checkpoint_cost_seconds=checkpoint_cost(job.checkpoint_stall_s, measured.checkpoint_cost),
-        step_seconds=step_seconds(spec, job.progress, table),
+        step_seconds=step_seconds(spec, progress, table),
         quote_usd=None if job.quote_hold_microusd is None else job.quote_hold_microusd / MICRO,
         budget_held=job.holds_budget,
         gpu_speeds=own,

@@ -18,6 +18,7 @@ from api.database import transaction
 from api.models import Job, JobAttempt, utcnow
 from api.money import cost_microusd
 from api.placement.states import remaining_hours
+from api.progress import read
 from gpujobs.spec import JobSpec
 from tests.conftest import job_body
 
@@ -205,7 +206,7 @@ def test_one_slow_window_barely_moves_the_rate_the_work_left_is_counted_from(
             job, attempt = session.get(Job, job_id), session.get(JobAttempt, attempt_id)
             assert job is not None and job.progress is not None and attempt is not None
             spec = JobSpec.from_stored(job.spec)
-            left = remaining_hours(spec, progress=job.progress, resume_from_step=0)
+            left = remaining_hours(spec, progress=read(job.progress), resume_from_step=0)
             assert job.progress["samples_per_s"] == attempt.samples_per_s  # one rate, end to end
             return float(attempt.samples_per_s or 0.0), left
 

@@ -26,6 +26,7 @@ from api.placement.states import remaining_hours
 from api.pricing.cost_model import Risk, checkpoint_seconds, evaluate, young_daly_interval
 from api.pricing.offers import Offer
 from api.pricing.preemption import default_priors
+from api.progress import read
 from gpujobs.spec import CapacityType, JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -196,7 +197,7 @@ def test_the_work_left_from_any_progress_is_a_number(
     """remaining_hours and step_seconds read a stored progress report: whatever it holds,
     they answer a non-negative number (inf where the work cannot be counted), never raise."""
     s = spec(estimated_hours=estimated)
-    progress = {"samples_per_s": rate, "total_steps": total, "gpu_model": gpu}
+    progress = read({"samples_per_s": rate, "total_steps": total, "gpu_model": gpu})
     speeds = {"v100": 1.0, "h100": 3.0}
     hours = remaining_hours(s, progress=progress, resume_from_step=resume, speeds=speeds)
     assert hours >= 0  # NaN fails this too

@@ -7,6 +7,7 @@ import pytest
 from api.placement.snapshot import step_seconds
 from api.placement.states import remaining_hours
 from api.pricing.gpu_speed import normalized
+from api.progress import read
 from gpujobs.spec import JobSpec
 
 
@@ -23,7 +24,7 @@ def test_work_left_counts_the_samples_of_every_rank() -> None:
         }
     )
     # 8 ranks x 8 samples x 2 micro-batches = 128 samples a step; 1,280 samples/s = 10 steps/s
-    progress = {"step": 430, "total_steps": 1000, "samples_per_s": 1280.0}
+    progress = read({"step": 430, "total_steps": 1000, "samples_per_s": 1280.0})
     left = remaining_hours(spec, progress=progress, resume_from_step=400)
     assert left == pytest.approx(600 / 10 / 3600)
     assert step_seconds(spec, progress) == pytest.approx(0.1)
@@ -40,7 +41,7 @@ def test_a_rate_measured_on_one_gpu_is_work_in_hours_of_the_reference_gpu() -> N
             "estimated_hours": 1,
         }
     )
-    progress = {"step": 100, "total_steps": 1000, "samples_per_s": 100.0, "gpu_model": "H100"}
+    progress = read({"step": 100, "total_steps": 1000, "samples_per_s": 100.0, "gpu_model": "H100"})
     speeds = normalized({"A100": 1.0, "H100": 2.0})
     left = remaining_hours(spec, progress=progress, resume_from_step=100, speeds=speeds)
     assert left == pytest.approx(2 * 900 / 10 / 3600)
