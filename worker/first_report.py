@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from api.database import read_session, transaction
 from api.jobs import lifecycle
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.settings import Settings
 from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
@@ -123,7 +123,7 @@ def check(cp: ControlPlane, *, attempt_id: str) -> int:
 
 
 def facts(session: Session, *, attempt: JobAttempt, job: Job) -> Facts:
-    training = job.status == JobStatus.RUNNING.value and not attempt.standby
+    training = job.status == JobStatus.RUNNING.value and attempt.role is AttemptRole.PRIMARY
     reported = (job.progress or {}).get("attempt_id") == attempt.id
     # The events are read only for an attempt not heard from yet: a few seconds of most.
     warned = not reported and any(
