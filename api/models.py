@@ -27,7 +27,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.ext.hybrid import Comparator, hybrid_property
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    InstrumentedAttribute,
+    Mapped,
+    mapped_column,
+    relationship,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from api.pricing.offers import Placement
@@ -192,11 +198,17 @@ class _RoleComparator(Comparator[AttemptRole]):
     """`JobAttempt.role == AttemptRole.X` in a query, as a test of the stored flag (no CASE, so
     an index on the flag would serve it)."""
 
-    def __eq__(self, other: Any) -> ColumnElement[bool]:  # type: ignore[override]
-        return self.__clause_element__().is_(AttemptRole(other) is AttemptRole.STANDBY)  # type: ignore[no-any-return, attr-defined]
+    def __init__(self, flag: InstrumentedAttribute[bool]) -> None:
+        # Compared by way of the flag the role is stored as: a bool column, not a role one.
+        super().__init__(flag)  # type: ignore[arg-type]
+        self.flag = flag
 
-    def __ne__(self, other: Any) -> ColumnElement[bool]:  # type: ignore[override]
-        return self.__clause_element__().is_(AttemptRole(other) is AttemptRole.PRIMARY)  # type: ignore[no-any-return, attr-defined]
+    # SQL comparisons return expressions, not bools (as every column's do).
+    def __eq__(self, other: AttemptRole) -> ColumnElement[bool]:  # type: ignore[override]
+        return self.flag.is_(AttemptRole(other) is AttemptRole.STANDBY)
+
+    def __ne__(self, other: AttemptRole) -> ColumnElement[bool]:  # type: ignore[override]
+        return self.flag.is_(AttemptRole(other) is AttemptRole.PRIMARY)
 
 
 class JobAttempt(Base):
