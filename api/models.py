@@ -7,6 +7,7 @@ import time
 import uuid
 from dataclasses import fields
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -25,7 +26,15 @@ from sqlalchemy import (
     false,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.ext.hybrid import Comparator, hybrid_property
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    InstrumentedAttribute,
+    Mapped,
+    mapped_column,
+    relationship,
+)
+from sqlalchemy.sql.elements import ColumnElement
 
 from api.pricing.offers import Placement
 from gpujobs.spec import CapacityType
@@ -176,6 +185,32 @@ class Job(Base):
     team: Mapped[Team] = relationship(lazy="joined")
 
 
+class AttemptRole(StrEnum):
+    """What an attempt is to its job: the primary is the job's attempt (the one that trains, or
+    trained), a standby is held beside it until a handover makes it the primary
+    (api.jobs.standby holds a standby's states)."""
+
+    PRIMARY = "primary"
+    STANDBY = "standby"
+
+
+class _RoleComparator(Comparator[AttemptRole]):
+    """`JobAttempt.role == AttemptRole.X` in a query, as a test of the stored flag (no CASE, so
+    an index on the flag would serve it)."""
+
+    def __init__(self, flag: InstrumentedAttribute[bool]) -> None:
+        # Compared by way of the flag the role is stored as: a bool column, not a role one.
+        super().__init__(flag)  # type: ignore[arg-type]
+        self.flag = flag
+
+    # SQL comparisons return expressions, not bools (as every column's do).
+    def __eq__(self, other: AttemptRole) -> ColumnElement[bool]:  # type: ignore[override]
+        return self.flag.is_(AttemptRole(other) is AttemptRole.STANDBY)
+
+    def __ne__(self, other: AttemptRole) -> ColumnElement[bool]:  # type: ignore[override]
+        return self.flag.is_(AttemptRole(other) is AttemptRole.PRIMARY)
+
+
 class JobAttempt(Base):
     """One placement of a job. Closed attempts are the cost ledger and are never rewritten."""
 
@@ -224,7 +259,8 @@ class JobAttempt(Base):
     samples_per_s: Mapped[float | None] = mapped_column(Float, default=None)
     # Make-before-break: held beside the job's running attempt until a handover promotes it
     # (then False). One that ended unpromoted stays True: it never was the job's attempt, but
-    # its minutes are on the ledger all the same.
+    # its minutes are on the ledger all the same. Read and written as `role`, never directly:
+    # the column is this flag only so that no migration was needed (tests/test_attempt_role.py).
     standby: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # First seen running; a standby's again when it is promoted and begins to train (the
     # wait for its trainer's first report counts from it: worker.first_report).
@@ -238,6 +274,19 @@ class JobAttempt(Base):
         values = {name: getattr(placement, name) for name in PLACEMENT_COLUMNS}
         values["capacity_type"] = placement.capacity_type.value
         return cls(**values, **columns)
+
+    @hybrid_property
+    def role(self) -> AttemptRole:
+        return AttemptRole.STANDBY if self.standby else AttemptRole.PRIMARY
+
+    @role.inplace.setter
+    def _role_setter(self, value: AttemptRole) -> None:
+        self.standby = AttemptRole(value) is AttemptRole.STANDBY
+
+    @role.inplace.comparator
+    @classmethod
+    def _role_comparator(cls) -> _RoleComparator:
+        return _RoleComparator(cls.standby)
 
     @property
     def placement(self) -> Placement:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from api import metrics
 from api import progress as stored_progress
 from api.auth import revoke_attempt_tokens
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.money import MICRO, cost_microusd
 from gpujobs.reasons import EndReason
 
@@ -29,7 +29,7 @@ def close(
         else 0
     )
     metrics.record_dollars(attempt.cost_microusd / MICRO)
-    if attempt.standby:
+    if attempt.role is AttemptRole.STANDBY:
         return  # never the job's attempt: the job's steps are not its to lose
     progress = stored_progress.read(job.progress) if job else None
     step = progress.step if progress else None

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from api import progress as stored_progress
 from api.database import read_session, transaction
 from api.jobs import lifecycle
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.settings import Settings
 from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
@@ -124,7 +124,7 @@ def check(cp: ControlPlane, *, attempt_id: str) -> int:
 
 
 def facts(session: Session, *, attempt: JobAttempt, job: Job) -> Facts:
-    training = job.status == JobStatus.RUNNING.value and not attempt.standby
+    training = job.status == JobStatus.RUNNING.value and attempt.role is AttemptRole.PRIMARY
     progress = stored_progress.read(job.progress)
     reported = progress is not None and progress.report.attempt_id == attempt.id
     # The events are read only for an attempt not heard from yet: a few seconds of most.

@@ -1,9 +1,10 @@
 """Make-before-break: a standby attempt beside the running one, and the handover between them.
 
 The steps, each taken by a reconciling pass in its own transaction from what the database and
-the launcher say now, so a worker killed between any two of them loses nothing:
+the launcher say now, so a worker killed between any two of them loses nothing (the states and
+their transitions are api.jobs.standby's; this module walks them):
 
-1. **Held.** The scheduler adds the standby (`job_attempts.standby`, worker.scheduler) and
+1. **Held.** The scheduler adds the standby (`AttemptRole.STANDBY`, worker.scheduler) and
    launches it with `RunConfig.standby`: its trainer builds, then asks the API whether to go.
 2. **Ready.** Its first call records `ready_at` (api.jobs.service.standby_answer).
 3. **Released.** Once the standby is ready and the running attempt has started, the running
@@ -11,11 +12,11 @@ the launcher say now, so a worker killed between any two of them loses nothing:
    notice and exits. The stop is sent again on every pass while it runs (a crash between the
    mark and the stop, or a lost signal, costs one pass).
 4. **Handed over.** When the launcher reports the running attempt gone, one transaction closes
-   it (`handed_over`) and promotes the standby (`standby = False`): from then on the API answers
-   the standby `go`, and it restores the newest checkpoint and trains. Gone means every process
-   of it, not only its trainer: a helper it left behind (in a session of its own, ignoring
-   SIGTERM) is killed by the launcher before it reports the attempt over, and the job's events
-   say so; left running, it wrote into the checkpoints the standby restores from.
+   it (`handed_over`) and promotes the standby (its role becomes primary): from then on the API
+   answers the standby `go`, and it restores the newest checkpoint and trains. Gone means every
+   process of it, not only its trainer: a helper it left behind (in a session of its own,
+   ignoring SIGTERM) is killed by the launcher before it reports the attempt over, and the job's
+   events say so; left running, it wrote into the checkpoints the standby restores from.
 
 Exactly one attempt trains at any moment: the standby may train only once it is promoted, and it
 is promoted only after the launcher has seen the old attempt's trainer gone. A standby that gets
@@ -34,7 +35,9 @@ from sqlalchemy.orm import Session
 
 from api.catalog.repository import mark_outage
 from api.jobs import lifecycle
-from api.models import Job, JobAttempt
+from api.jobs import standby as standbys
+from api.jobs.standby import StandbyState
+from api.models import AttemptRole, Job, JobAttempt
 from api.money import MICRO, cost_microusd
 from gpujobs.reasons import EndReason, StopReason
 from gpujobs.resources import JobStatus
@@ -54,6 +57,31 @@ class Step:
 
     changed: int = 0
     stop: list[str] = field(default_factory=list)
+
+
+def observe(
+    session: Session,
+    *,
+    cp: ControlPlane,
+    attempt: JobAttempt,
+    job: Job,
+    observation: Observation,
+    now: datetime,
+) -> Step | None:
+    """One observation of an attempt (its row and its job's locked by the caller), where it
+    takes part in a handover: a standby's, or the released attempt's once it has gone. None: the
+    job's attempt and nothing more, for the reconciler's own rules."""
+    if attempt.role is AttemptRole.STANDBY:
+        return observe_standby(
+            session, cp=cp, standby=attempt, job=job, observation=observation, now=now
+        )
+    if attempt.stop_reason == StopReason.HANDOVER and observation.state not in {
+        *STILL_THERE,
+        ObservedState.SUCCEEDED,
+    }:
+        complete(session, old=attempt, job=job, observation=observation, now=now)
+        return Step(changed=1)
+    return None
 
 
 def observe_standby(
@@ -92,7 +120,8 @@ def observe_standby(
         and now - standby.running_at > timedelta(seconds=cp.settings.launch_timeout_s)
     )
     if not wanted or stuck:
-        standby.stop_reason = StopReason.STANDBY_STUCK if wanted else StopReason.STANDBY_STOP
+        reason = StopReason.STANDBY_STUCK if wanted else StopReason.STANDBY_STOP
+        standbys.stop(standby, reason=reason, running=running)
         if not JobStatus(job.status).terminal:
             why = (
                 f"its trainer did not wait within {cp.settings.launch_timeout_s:.0f} s of "
@@ -109,12 +138,12 @@ def observe_standby(
         return Step(changed=1, stop=handle)
     assert running is not None
     if (
-        standby.ready_at is not None
+        standbys.may(standbys.Transition.RELEASE, standby, running=running)
         and running.stop_reason is None
         and running.started_at is not None
         and running.launch_handle is not None
     ):
-        running.stop_reason = StopReason.HANDOVER
+        standbys.release(standby, running=running)
         lifecycle.note(
             session,
             job,
@@ -146,16 +175,13 @@ def complete(
         return  # a cancel won the race: the job stays where it is
     standby = repo.open_standby(session, job_id=job.id, for_update=True)
     data = ending(old, job)
-    if standby is None or standby.ready_at is None or standby.stop_reason is not None:
+    if standby is None or standbys.state(standby, running=old) is not StandbyState.RELEASED:
         reason = "the standby was lost during the handover: placing again from the checkpoint"
         for status in (JobStatus.PREEMPTED, JobStatus.PENDING):
             lifecycle.switch_status(session, job, status, reason=reason, data=data)
         return
-    standby.standby = False
-    standby.resume_from_step = job.resume_from_step
-    standby.running_at = now  # it trains from here: its first report is waited for from here
-    if standby.started_at is None:
-        standby.started_at = standby.launched_at or now
+    standbys.hand_over(standby, old=old, resume_from_step=job.resume_from_step, now=now)
+    assert standby.started_at is not None  # the handover bills it from its launch at the latest
     overlap = cost_microusd(
         price_per_hour=standby.price_per_hour,
         started_at=standby.started_at,

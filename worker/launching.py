@@ -12,10 +12,10 @@ from dataclasses import replace
 
 from api.auth import issue_token
 from api.database import transaction
-from api.jobs import lifecycle
+from api.jobs import lifecycle, standby
 from api.jobs import service as jobs
-from api.models import Job, JobAttempt
-from gpujobs.reasons import EndReason, StopReason
+from api.models import AttemptRole, Job, JobAttempt
+from gpujobs.reasons import EndReason
 from gpujobs.resources import JobStatus
 from gpujobs.runtime import RunConfig
 from gpujobs.spec import JobSpec
@@ -35,17 +35,10 @@ def launch_attempt(cp: ControlPlane, *, attempt_id: str) -> str | None:
         job = repo.job_for_update(session, job_id=attempt.job_id)
         if job is None:
             return None
-        if attempt.standby and (
-            job.status != JobStatus.RUNNING.value or attempt.stop_reason is not None
-        ):
-            # Its launch failed and its job has ended or moved since, or it was withdrawn before
-            # it launched: nothing to stand beside, and no token to issue for it.
-            attempt.stop_reason = attempt.stop_reason or StopReason.STANDBY_STOP
-            ended = (
-                EndReason.WITHDRAWN
-                if attempt.stop_reason == StopReason.WITHDRAWN
-                else EndReason.STANDBY_STOPPED
-            )
+        # A standby whose launch failed and whose job has ended or moved since, or one withdrawn
+        # before it launched: nothing to stand beside, and no token to issue for it.
+        ended = standby.unlaunched_end(attempt, job_running=job.status == JobStatus.RUNNING.value)
+        if ended is not None:
             close(session, attempt=attempt, job=job, now=cp.clock(), end_reason=ended)
             return None
         # A fresh job-scoped token per launch: the clear token is never stored, so a retried
@@ -106,7 +99,7 @@ def _refused(cp: ControlPlane, *, attempt_id: str, why: str) -> None:
         if job is None or JobStatus(job.status).terminal:
             return
         reason = f"the job cannot be launched as specified, not retried: {why}"
-        if attempt.standby:
+        if attempt.role is AttemptRole.STANDBY:
             lifecycle.note(session, job, reason=f"standby attempt {attempt.number}: {reason}")
             return
         lifecycle.switch_status(
@@ -133,7 +126,7 @@ def _request(cp: ControlPlane, *, job: Job, attempt: JobAttempt, token: str) -> 
         s3_endpoint_url=settings.s3_endpoint_url or None,
         api_url=settings.api_url(),
         allowed_workload_prefixes=settings.workload_prefixes_for(job.team.name),
-        standby=attempt.standby,
+        standby=attempt.role is AttemptRole.STANDBY,
     )
     return LaunchRequest(
         job_id=job.id,

@@ -178,17 +178,10 @@ def _apply(cp: ControlPlane, *, attempt_id: str, observation: Observation) -> in
             return 0
         job = repo.job_for_update(session, job_id=attempt.job_id)
         assert job is not None
-        if attempt.standby:
-            step = handover.observe_standby(
-                session, cp=cp, standby=attempt, job=job, observation=observation, now=now
-            )
-        elif attempt.stop_reason == StopReason.HANDOVER and observation.state not in {
-            *STILL_THERE,
-            ObservedState.SUCCEEDED,
-        }:
-            handover.complete(session, old=attempt, job=job, observation=observation, now=now)
-            step = handover.Step(changed=1)
-        else:
+        step = handover.observe(
+            session, cp=cp, attempt=attempt, job=job, observation=observation, now=now
+        )
+        if step is None:
             step = handover.Step(
                 changed=_apply_observation(
                     session, cp=cp, attempt=attempt, job=job, observation=observation, now=now

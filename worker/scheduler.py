@@ -17,8 +17,10 @@ from sqlalchemy.orm import Session
 from api import metrics
 from api.database import read_session, transaction
 from api.jobs import lifecycle
+from api.jobs import standby as standbys
 from api.jobs.lifecycle import capped_reason
-from api.models import Job, JobAttempt, new_id
+from api.jobs.standby import Transition
+from api.models import AttemptRole, Job, JobAttempt, new_id
 from api.placement import decide, world
 from api.placement.decisions import (
     Decision,
@@ -159,7 +161,9 @@ def _apply(cp: ControlPlane, decision: Decision, *, token: str, result: Schedule
             result.deferred += 1
 
 
-def _new_attempt(session: Session, *, job: Job, plan: Plan, standby: bool = False) -> JobAttempt:
+def _new_attempt(
+    session: Session, *, job: Job, plan: Plan, role: AttemptRole = AttemptRole.PRIMARY
+) -> JobAttempt:
     attempt = JobAttempt.placed(
         plan.placement,
         id=new_id(),
@@ -169,7 +173,7 @@ def _new_attempt(session: Session, *, job: Job, plan: Plan, standby: bool = Fals
         # The interval the cost model priced; the trainer is always told it.
         checkpoint_every_seconds=plan.checkpoint_every_seconds,
         resume_from_step=job.resume_from_step,
-        standby=standby,
+        role=role,
     )
     session.add(attempt)
     job.attempts_count += 1
@@ -209,7 +213,7 @@ def _apply_standby(session: Session, *, decision: Standby) -> str | None:
     if repo.open_standby(session, job_id=job.id) is not None:
         return None
     placement = decision.to.plan.placement
-    attempt = _new_attempt(session, job=job, plan=decision.to.plan, standby=True)
+    attempt = _new_attempt(session, job=job, plan=decision.to.plan, role=AttemptRole.STANDBY)
     capacity = placement.capacity_type.value.replace("_", "-")
     lifecycle.note(
         session,
@@ -235,15 +239,13 @@ def _apply_withdraw(session: Session, *, decision: Withdraw) -> int:
     cycle with a reconciling pass; the release is written under that same lock, so it is either
     seen here or comes after the mark and is refused by it."""
     standby = repo.attempt_for_update(session, attempt_id=decision.attempt_id)
-    if standby is None or not standby.standby or standby.ended_at is not None:
-        return 0
-    if standby.stop_reason is not None:
-        return 0
     running = repo.open_attempt(session, job_id=decision.job_id)
+    if standby is None or not standbys.may(Transition.WITHDRAW, standby, running=running):
+        return 0
     job = session.get(Job, decision.job_id)
     if job is None or running is None or running.stop_reason is not None:
         return 0
-    standby.stop_reason = StopReason.WITHDRAWN
+    standbys.withdraw(standby, running=running)
     lifecycle.note(
         session,
         job,

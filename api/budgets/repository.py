@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from api.budgets.spend import Charge
-from api.models import Job, JobAttempt, Team, TeamBudget
+from api.models import AttemptRole, Job, JobAttempt, Team, TeamBudget
 from gpujobs.resources import JobStatus
 
 
@@ -95,7 +95,7 @@ def running_under_budget(session: Session) -> list[Running]:
             JobAttempt.started_at.is_not(None),
             JobAttempt.ended_at.is_(None),
             # a standby's burn is in the job's charges; a budget stop stops the running attempt
-            JobAttempt.standby.is_(False),
+            JobAttempt.role == AttemptRole.PRIMARY,
         )
         .order_by(Team.name, Job.id, JobAttempt.number)
     )

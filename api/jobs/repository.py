@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, lazyload
 
-from api.models import Job, JobAttempt, JobEvent
+from api.models import AttemptRole, Job, JobAttempt, JobEvent
 from gpujobs.resources import TERMINAL_STATUSES
 
 TERMINAL = [status.value for status in TERMINAL_STATUSES]
@@ -93,32 +93,32 @@ def attempts(session: Session, *, job_id: str) -> list[JobAttempt]:
 def latest_attempt(session: Session, *, job_id: str) -> JobAttempt | None:
     """The job's newest attempt, open or ended, standbys never promoted aside (only the newest
     can be open)."""
-    query = (
-        select(JobAttempt)
-        .where(JobAttempt.job_id == job_id, JobAttempt.standby.is_(False))
-        .order_by(JobAttempt.number.desc())
+    query = select(JobAttempt).where(
+        JobAttempt.job_id == job_id, JobAttempt.role == AttemptRole.PRIMARY
     )
-    return session.scalars(query.limit(1)).first()
+    return session.scalars(query.order_by(JobAttempt.number.desc()).limit(1)).first()
 
 
 def open_attempt(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
     """The job's attempt that has not ended, a standby aside (locked with `for_update`, as the
     control loop does before stopping it)."""
-    return _open(session, job_id=job_id, standby=False, for_update=for_update)
+    return _open(session, job_id=job_id, role=AttemptRole.PRIMARY, for_update=for_update)
 
 
 def open_standby(session: Session, *, job_id: str, for_update: bool = False) -> JobAttempt | None:
     """The standby held beside the job's running attempt, if any (one at a time)."""
-    return _open(session, job_id=job_id, standby=True, for_update=for_update)
+    return _open(session, job_id=job_id, role=AttemptRole.STANDBY, for_update=for_update)
 
 
-def _open(session: Session, *, job_id: str, standby: bool, for_update: bool) -> JobAttempt | None:
+def _open(
+    session: Session, *, job_id: str, role: AttemptRole, for_update: bool
+) -> JobAttempt | None:
     query = (
         select(JobAttempt)
         .where(
             JobAttempt.job_id == job_id,
             JobAttempt.ended_at.is_(None),
-            JobAttempt.standby.is_(standby),
+            JobAttempt.role == role,
         )
         .order_by(JobAttempt.number.desc())
     )
@@ -145,7 +145,9 @@ def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
     totals = (
         select(
             JobAttempt.job_id,
-            func.max(case((JobAttempt.standby.is_(False), JobAttempt.number))).label("last"),
+            func.max(case((JobAttempt.role == AttemptRole.PRIMARY, JobAttempt.number))).label(
+                "last"
+            ),
             func.coalesce(func.sum(JobAttempt.cost_microusd), 0).label("recorded"),
         )
         .where(JobAttempt.job_id.in_(job_ids))
@@ -160,7 +162,7 @@ def ledgers(session: Session, *, job_ids: Sequence[str]) -> dict[str, Ledger]:
         for attempt in session.scalars(
             select(JobAttempt).where(
                 JobAttempt.job_id.in_(job_ids),
-                JobAttempt.standby.is_(True),
+                JobAttempt.role == AttemptRole.STANDBY,
                 JobAttempt.ended_at.is_(None),
             )
         )

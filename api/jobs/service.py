@@ -19,7 +19,8 @@ from api import workloads
 from api.auth import Principal
 from api.errors import Conflict, DomainError, InvalidRequest, NotFound
 from api.estimates import local_machine
-from api.jobs import lifecycle, measured_rate, repository
+from api.jobs import lifecycle, measured_rate, repository, standby
+from api.jobs.standby import StandbyState, Transition
 from api.models import Job, JobAttempt, JobEvent, utcnow
 from api.money import cost_microusd
 from api.placement.trainer_keys import trainer_keys
@@ -428,12 +429,13 @@ def standby_answer(
         raise NotFound(f"attempt {call.attempt_id} of job {job_id} not found")
     if JobStatus(job.status).terminal or attempt.ended_at is not None:
         return StandbyAnswer(action="stop"), False
-    if attempt.standby and attempt.stop_reason is not None:
+    held = standby.state(attempt)
+    if held is StandbyState.STOPPING:
         return StandbyAnswer(action="stop"), False  # being stopped: not wanted any more
-    if not attempt.standby:
+    if held in (None, StandbyState.HANDED_OVER):
         # Promoted: the attempt it stood beside has checkpointed and ended.
         return StandbyAnswer(action="go", resume_from_step=job.resume_from_step), False
-    ready = attempt.ready_at is None
+    ready = standby.may(Transition.READY, attempt)
     if ready:
-        attempt.ready_at = now
+        standby.ready(attempt, now=now)
     return StandbyAnswer(action="wait", resume_from_step=job.resume_from_step), ready

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.jobs.service import Spend
-from api.models import Job, JobAttempt, JobEvent
+from api.models import AttemptRole, Job, JobAttempt, JobEvent
 from api.money import MICRO
 from gpujobs import resources as r
 from gpujobs.spec import CapacityType, JobSpec
@@ -84,7 +84,7 @@ def attempt(row: JobAttempt) -> r.JobAttempt:
         resume_from_step=row.resume_from_step,
         steps_lost=row.steps_lost,
         samples_per_s=row.samples_per_s,
-        standby=row.standby,
+        standby=row.role is AttemptRole.STANDBY,
         created_at=row.created_at,
     )
 

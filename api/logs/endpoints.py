@@ -26,7 +26,7 @@ from api.errors import DomainError
 from api.http import ERROR_RESPONSES, PrincipalDep, SessionDep
 from api.jobs import repository, service
 from api.logs.reader import LogChunk, LogReader
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.team_places import Lease, TeamPlaces
 from gpujobs.resources import ErrorBody, JobStatus
 
@@ -227,9 +227,12 @@ def _load(factory: sessionmaker[Session], job_id: str) -> tuple[list[JobAttempt]
         )
 
 
+_ROLE_WORDS = {AttemptRole.PRIMARY: "", AttemptRole.STANDBY: " standby"}
+
+
 def _header(attempt: JobAttempt) -> str:
     # In words, as `show` writes them: `on-demand`, and a standby said to be one.
-    capacity = attempt.capacity_type.replace("_", "-") + (" standby" if attempt.standby else "")
+    capacity = attempt.capacity_type.replace("_", "-") + _ROLE_WORDS[attempt.role]
     return (
         f"=== attempt {attempt.number}: {capacity} {attempt.instance_type} in {attempt.zone} ===\n"
     )

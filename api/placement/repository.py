@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.placement.learning import SpotAttempt
 from gpujobs.progress import MAX_CHECKPOINT_STALL_S
 from gpujobs.reasons import EndReason
@@ -114,7 +114,7 @@ def preempted_before_checkpoint(session: Session, *, job_ids: list[str]) -> dict
             JobAttempt.job_id.in_(job_ids),
             JobAttempt.end_reason == EndReason.PREEMPTED,
             JobAttempt.capacity_type == "spot",
-            JobAttempt.standby.is_(False),  # a standby lost costs the job nothing
+            JobAttempt.role == AttemptRole.PRIMARY,  # a standby lost costs the job nothing
             func.coalesce(JobAttempt.resume_from_step, 0) >= func.coalesce(Job.resume_from_step, 0),
         )
         .order_by(JobAttempt.number)
@@ -147,7 +147,7 @@ def failed_standbys(
         )
     attempts = session.scalars(
         select(JobAttempt).where(
-            JobAttempt.job_id.in_(job_ids), JobAttempt.standby.is_(True), ended
+            JobAttempt.job_id.in_(job_ids), JobAttempt.role == AttemptRole.STANDBY, ended
         )
     )
     found: dict[str, list[str]] = {}

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from api import progress as stored_progress
 from api.catalog.repository import no_capacity
-from api.models import Job, JobAttempt
+from api.models import AttemptRole, Job, JobAttempt
 from api.money import MICRO
 from api.placement import repository
 from api.placement import snapshot as snapshots
@@ -362,8 +362,8 @@ def job_states(
     aside with the field named. A running job's standby (among `running`) is seen as its
     `standby`, not as a second job; it holds no new one where one failed or never waited, nor,
     after `withdrawn_since`, where one was withdrawn."""
-    standbys = {job.id: attempt for job, attempt in running if attempt.standby}
-    running = [(job, attempt) for job, attempt in running if not attempt.standby]
+    standbys = {job.id: a for job, a in running if a.role is AttemptRole.STANDBY}
+    running = [(job, a) for job, a in running if a.role is AttemptRole.PRIMARY]
     found = measures(session, [*pending, *(job for job, _ in running)], speeds=speeds)
     waiting = []
     for job in pending:
