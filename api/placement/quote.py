@@ -40,7 +40,7 @@ from itertools import accumulate
 
 from api.placement.options import Option, interval, work_hours
 from api.placement.situation import Situation
-from api.placement.slack import Choice, SlackView, reserve
+from api.placement.slack import Choice, reserve
 from api.placement.verdict import Moment, ruling, slack_view
 from gpujobs.spec import MAX_PLANNED_HOURS
 
@@ -185,14 +185,16 @@ class _Run:
     held: float | None = None  # a standby's changeover hours left to its handover
 
     def move(self, choice: Choice, restart: float) -> None:
-        """decide()'s verdict: a new attempt where it changes what runs (none to wait)."""
-        if choice is self.on:
-            return
-        if choice is not Choice.WAIT:
-            self.changeover = restart
-            self.started = self.t
-        self.on = choice
-        self.since_ckpt = 0.0
+        """decide()'s verdict: a new attempt where it changes what runs (none to wait); spot
+        while the pool is out starts nothing."""
+        if choice is not self.on:
+            if choice is not Choice.WAIT:
+                self.changeover = restart
+                self.started = self.t
+            self.on = choice
+            self.since_ckpt = 0.0
+        if self.on is Choice.SPOT and not self.available:
+            self.on = Choice.WAIT
 
     def hold(self, changeover: float) -> None:
         """A standby starts on spot beside on-demand: its changeover runs while on-demand
@@ -258,6 +260,12 @@ class _Run:
         self.since_ckpt = 0.0
         self.on = Choice.WAIT
 
+    def close_out(self, price: float) -> None:
+        """The work left, done at once at `price` an hour of work (not counted as billed hours)."""
+        self.cost += self.work * price
+        self.t += self.work
+        self.work = 0.0
+
     def finish_beyond(self, hours: float, price: float) -> None:
         """Work past what one run simulates, on the fallback's terms at once."""
         self.cost += hours * price
@@ -271,9 +279,11 @@ class _Sim:
     def __init__(self, sit: Situation) -> None:
         job, spot, od = sit.job, sit.pool, sit.on_demand
         self.sit, self.job, self.spot, self.od = sit, job, spot, od
-        # The situation decide() would judge at each simulated moment: the pool there or out.
+        # The situation decide() would judge at each simulated moment: the pool there or out,
+        # and (with one held) no other standby to ask about.
         self.up = replace(sit, spot=spot)
         self.out = replace(sit, spot=None)
+        self.holding = replace(sit, spot=spot, standby=False)
         self.restart = sit.restart_hours
         self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
         self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
@@ -298,6 +308,14 @@ class _Sim:
         )
         self.g = self.terms.step_hours
         self.spot_pace = self.terms.spot_pace
+        # (checkpoint overhead, wall hours per hour of work, checkpoint interval) on each
+        self.paces = {
+            on: (1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0), pace, tau)
+            for on, tau, pace in (
+                (Choice.SPOT, self.spot_tau, self.spot_pace),
+                (Choice.ON_DEMAND, self.od_tau, 1.0),
+            )
+        }
 
     def run(self, available: bool, rng: random.Random) -> tuple[float, float, bool, float, float]:
         """(cost, hours to finish, met the deadline, spot hours, billed hours)."""
@@ -312,10 +330,19 @@ class _Sim:
                 # Never finishing within four windows (or a month without a deadline): finish
                 # the rest on the cheapest option's expected terms so the quote stays finite.
                 fallback = od or spot
-                s.cost += s.work * (fallback.price_per_hour if fallback is not None else 0.0)
-                s.t += s.work
+                s.close_out(fallback.price_per_hour if fallback is not None else 0.0)
                 break
-            at, sit = self._moment(s)
+            # The simulated state as decide()'s verdict (api.placement.verdict) takes it.
+            sit = (self.holding if s.held is not None else self.up) if s.available else self.out
+            at = Moment(
+                None if self.left is None else self.left - s.t,
+                s.work,
+                s.work * self.spot_pace,
+                s.on,
+                s.changeover,
+                math.inf if s.on is Choice.WAIT else s.t - s.started,
+                s.on is Choice.SPOT and sit.spot is not None,
+            )
             judged = ruling(sit, at, self.terms)
             choice = judged.verdict.choice
             if spot is None and od is not None and s.on is Choice.WAIT:
@@ -335,21 +362,31 @@ class _Sim:
             elif s.on is not Choice.ON_DEMAND or not s.available:
                 s.drop_standby()
             s.move(choice, restart)
-            if s.on is Choice.SPOT and not s.available:
-                s.on = Choice.WAIT
-            view = judged.view
-            if view is None and at.hours_left is not None:
-                # The rule's view where the verdict needed none (no on-demand to fall back on):
-                # the wait still runs up to the reserve.
-                view = slack_view(sit, at, self.terms)
-            step = self._step(s, view)
+            # Hours to the next simulated decision. Nothing the rule looks at changes while spot
+            # runs or while on-demand runs without spot to return to: jump to the pool's next
+            # change (the finish is caught by run_for).
+            if (s.on is Choice.SPOT and s.available) or (
+                s.on is Choice.ON_DEMAND and not s.available
+            ):
+                # A pool that never changes: run to the finish at once.
+                overhead, pace, _ = self.paces[s.on]
+                step = min(s.until_flip, s.changeover + s.work * overhead * pace + 1.0)
+            elif s.on is Choice.WAIT and at.hours_left is not None:
+                # Wait exactly up to the reserve: slack falls an hour per hour waited while
+                # the reserve falls slower, so this step never passes the point to leave. (The
+                # rule's view where the verdict needed none: no on-demand to fall back on.)
+                view = judged.view or slack_view(sit, at, self.terms)
+                margin = view.hours_left - view.work_left - restart - self.g - reserve(view)
+                step = min(self.stride, s.until_flip, max(self.g, margin))
+            else:
+                step = min(self.stride, s.until_flip)
             if s.held is not None:
                 step = max(min(step, s.held), 1e-9)
                 s.bill_standby(step, spot.price_per_hour)  # type: ignore[union-attr]  # held: spot set
             if s.on is not Choice.WAIT:
                 option = spot if s.on is Choice.SPOT else od
                 price = option.price_per_hour if option is not None else 0.0
-                if s.run_for(step, price, *self._pace(s.on)):
+                if s.run_for(step, price, *self.paces[s.on]):
                     break
             if s.advance(step):
                 self._flip(s, rng)
@@ -358,45 +395,6 @@ class _Sim:
             s.finish_beyond(self.beyond, fallback.price_per_hour if fallback is not None else 0.0)
         met = self.left is None or s.t <= self.left + 1e-9
         return s.cost, s.t, met, s.spot_hours, s.billed
-
-    def _moment(self, s: _Run) -> tuple[Moment, Situation]:
-        """The simulated state as decide()'s verdict (api.placement.verdict) takes it."""
-        sit = self.up if s.available else self.out
-        at = Moment(
-            hours_left=self.left - s.t if self.left is not None else None,
-            work=s.work,
-            spot_work=s.work * self.spot_pace,
-            on=s.on,
-            changeover_left=s.changeover,
-            on_hours=s.t - s.started if s.on is not Choice.WAIT else math.inf,
-            spot_held=s.on is Choice.SPOT and sit.spot is not None,
-        )
-        return at, sit
-
-    def _pace(self, on: Choice) -> tuple[float, float, float]:
-        """(checkpoint overhead, wall hours per hour of work, checkpoint interval) on `on`."""
-        tau = self.spot_tau if on is Choice.SPOT else self.od_tau
-        overhead = 1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0)
-        pace = self.spot_pace if on is Choice.SPOT else 1.0
-        return overhead, pace, tau
-
-    def _step(self, s: _Run, view: SlackView | None) -> float:
-        """Hours to the next simulated decision."""
-        # Nothing the rule looks at changes while spot runs or while on-demand runs without
-        # spot to return to: jump to the pool's next change (the finish is caught by run_for).
-        steady = (s.on is Choice.SPOT and s.available) or (
-            s.on is Choice.ON_DEMAND and not s.available
-        )
-        if steady:
-            # A pool that never changes: run to the finish at once.
-            overhead, pace, _ = self._pace(s.on)
-            return min(s.until_flip, s.changeover + s.work * overhead * pace + 1.0)
-        if s.on is Choice.WAIT and view is not None:
-            # Wait exactly up to the reserve: slack falls an hour per hour waited while
-            # the reserve falls slower, so this step never passes the point to leave.
-            margin = view.hours_left - view.work_left - self.restart - self.g - reserve(view)
-            return min(self.stride, s.until_flip, max(self.g, margin))
-        return min(self.stride, s.until_flip)
 
     def _flip(self, s: _Run, rng: random.Random) -> None:
         """The pool changes: a fresh run of the other state; spot running on it is preempted."""

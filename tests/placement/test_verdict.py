@@ -3,8 +3,6 @@ simulated run's state (api.placement.quote._Run)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from api.placement.options import Market
 from api.placement.quote import _Run
 from api.placement.situation import situation
@@ -33,7 +31,7 @@ def test_the_verdict_at_another_moment_is_the_rule_on_that_moment() -> None:
     assert now.on is Choice.ON_DEMAND and ruling(sit, now).verdict.choice is Choice.SPOT
     assert ruling(sit, now).standby is Hold.SPOT_BACK
     assert sit.hours_left is not None and sit.on_demand is not None
-    late = replace(now, hours_left=now.work * 1.01)
+    late = now._replace(hours_left=now.work * 1.01)
     assert ruling(sit, late).verdict.choice is Choice.ON_DEMAND
     assert ruling(sit, late).standby is None  # no room to keep the fallback through a handover
     waiting = Moment(
