@@ -25,8 +25,8 @@ from gpujobs.spec import CapacityType
 
 class Moment(NamedTuple):
     """What the rule looks at that changes while the job runs or waits. A NamedTuple, as
-    Ruling: the quote makes one per simulated step, and a frozen dataclass's construction cost
-    the quote a third of its time."""
+    Ruling: the quote makes one per simulated step, where a frozen dataclass's construction
+    added about a sixth to its time."""
 
     hours_left: float | None  # to the deadline; None without one
     work: float  # hours on the situation's unit GPU (Situation.unit), stalls excluded
