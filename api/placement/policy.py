@@ -3,9 +3,11 @@
 Jobs are taken highest priority first (then earliest deadline), so scarce reservation slots and
 budgets go to them. Per job: a free reservation slot first (prepaid, marginal cost 0); otherwise
 the cheapest spot option by expected cost (not list price) and the cheapest on-demand option,
-and the slack rule (slack.py) picks between spot, on-demand and waiting. A job whose deadline
-on-demand can still meet is kept so: the rule's safety net puts it on on-demand before one more
-step without progress would make the deadline unreachable, even when that costs more.
+and the verdict (verdict.py: the slack rule, slack.py, and whether a standby is worth holding
+beside on-demand, standby.py) picks between spot, on-demand and waiting; the quote's simulation
+asks the same verdict. A job whose deadline on-demand can still meet is kept so: the rule's
+safety net puts it on on-demand before one more step without progress would make the deadline
+unreachable, even when that costs more.
 """
 
 from __future__ import annotations
@@ -25,17 +27,12 @@ from api.placement.decisions import (
     Withdraw,
 )
 from api.placement.market_clock import market_duration
-from api.placement.options import (
-    Market,
-    Option,
-    outcome,
-    plan,
-    work_hours,
-)
+from api.placement.options import Market, Option, outcome, plan
 from api.placement.situation import Situation, hours_until, situation
-from api.placement.slack import Choice, SlackView, Verdict, rule, wait_hours
+from api.placement.slack import Choice, SlackView, Verdict, wait_hours
 from api.placement.snapshot import JobState, Snapshot, unweighable
-from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from api.placement.standby import keeps_fallback
+from api.placement.verdict import Hold, Ruling, ruling
 from api.pricing.cost_model import Outcome
 from gpujobs.spec import CapacityType
 
@@ -139,7 +136,8 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
             return None
         return _nothing_available(rnd, job, allowed)
 
-    verdict, view = _choice(sit)
+    judged = ruling(sit)
+    verdict, view = judged.verdict, judged.view
     if verdict.choice is Choice.WAIT:
         if current is not None:
             return None
@@ -151,7 +149,7 @@ def _decide_job(rnd: _Round, job: JobState) -> Decision | None:
         if job.standby is not None:
             return _withdraw(rnd, job, sit)  # the handover, not a move, moves it
         if current.capacity_type == CapacityType.ON_DEMAND and snap.standby and spot is not None:
-            held = _standby(rnd, job, sit, verdict, view)
+            held = _standby(rnd, job, sit, judged)
             if held is not None:
                 return held
             if option.capacity == CapacityType.SPOT and hours_left is not None:
@@ -184,54 +182,6 @@ def _assumed(job: JobState) -> str:
     if job.spec.estimated_hours is None and job.step_seconds is None:
         return f"; no estimated_hours: assumed {job.remaining_hours:.2g} h"
     return ""
-
-
-def _hours(delta: timedelta) -> float:
-    return delta.total_seconds() / 3600.0
-
-
-def _choice(sit: Situation) -> tuple[Verdict, SlackView | None]:
-    """The rule's verdict, and the view it judged (None where it was not needed)."""
-    job, spot, od, hours_left = sit.job, sit.spot, sit.on_demand, sit.hours_left
-    if od is None:
-        if spot is not None:
-            return Verdict(Choice.SPOT, "cheapest expected cost while slack remains"), None
-        return Verdict(Choice.WAIT, "no on-demand option to fall back on"), None
-    if CapacityType.SPOT not in job.spec.capacity.types:
-        return Verdict(Choice.ON_DEMAND, "the spec's capacity.types do not allow spot"), None
-    if spot is None and job.state == "running":
-        return Verdict(Choice.ON_DEMAND, "no usable spot offer now"), None
-    if hours_left is None:
-        # No deadline: no reason to pay on-demand while spot is there.
-        if spot is not None:
-            return Verdict(Choice.SPOT, "cheapest expected cost while slack remains"), None
-        return Verdict(
-            Choice.ON_DEMAND, "no usable spot offer now, and no deadline to wait in"
-        ), None
-    current = job.current if job.state == "running" else None
-    on = Choice.WAIT
-    changeover_left = 0.0
-    ran = math.inf
-    if current is not None:
-        on = Choice.SPOT if current.capacity_type == CapacityType.SPOT else Choice.ON_DEMAND
-        ran = _hours(sit.now - current.started_at)
-        changeover_left = 0.0 if current.warm else max(0.0, sit.restart_hours - ran)
-    view = sit.view(
-        sit.terms(),
-        hours_left=hours_left,
-        work=work_hours(job, od),
-        on=on,
-        changeover_left=changeover_left,
-        spot_available=spot is not None,
-        on_hours=ran,
-        spot_held=(
-            current is not None
-            and spot is not None
-            and current.capacity_type == CapacityType.SPOT
-            and current.offer_key == spot.offer.key
-        ),
-    )
-    return rule(view), view
 
 
 def _budget_cost(job: JobState, out: Outcome) -> float:
@@ -282,39 +232,29 @@ def _migrate(
     return Migrate(job.id, to, reason)
 
 
-def _standby(
-    rnd: _Round, job: JobState, sit: Situation, verdict: Verdict, view: SlackView | None
-) -> Decision | None:
-    """A standby on spot beside on-demand where the rule would move the job to spot, or where
-    one pays for itself (api.placement.standby); None: keep on-demand alone."""
+def _standby(rnd: _Round, job: JobState, sit: Situation, judged: Ruling) -> Decision | None:
+    """A standby on spot beside on-demand where the verdict holds one (api.placement.verdict),
+    on an offer where none of this job's failed before, and within its budget; None: keep
+    on-demand alone."""
     spot = sit.spot
     assert spot is not None
-    if spot.offer.key in job.no_standby:
-        return None
-    if sit.hours_left is None and not standby_beats_move(
-        lifetime=spot.lifetime_hours,
-        restart=sit.restart_hours,
-        step=rnd.snapshot.step_hours,
-        price_ratio=sit.terms().price_ratio,
-    ):
-        return None  # no deadline: the move to spot is the cheaper way
-    reason = _standby_reason(rnd, job, sit, spot, verdict, view)
-    if reason is None:
+    if spot.offer.key in job.no_standby or judged.standby is None:
         return None
     out = outcome(job, spot, sit.hours_left)
     if _over_budget(rnd, job, _budget_cost(job, out)):
         return None
     _take(rnd, job, spot, out)
+    reason = _standby_reason(rnd, sit, judged.standby, judged.verdict)
     return Standby(job.id, Place(job.id, plan(job, spot, out, rnd.snapshot.now), "standby"), reason)
 
 
 def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
-    """The standby held beside on-demand, judged again by the rule that held it, on its own
-    offer (the rule's verdict as if that offer were the spot to go to): kept while it would
-    still be held (its start is spent either way), withdrawn when it would not. Left alone once
-    it is being stopped or its handover has begun, and where the market cannot judge its offer:
-    gone from the catalog, or short of capacity for new instances only (the standby holds its
-    own, or shows it has none)."""
+    """The standby held beside on-demand, judged again by the verdict that held it, on its own
+    offer (the verdict as if that offer were the spot to go to): kept while it would still be
+    held (its start is spent either way), withdrawn when it would not. Left alone once it is
+    being stopped or its handover has begun, and where the market cannot judge its offer: gone
+    from the catalog, or short of capacity for new instances only (the standby holds its own, or
+    shows it has none)."""
     held = job.standby
     assert held is not None
     if held.stopping or held.attempt_id is None or not rnd.snapshot.standby:
@@ -323,10 +263,10 @@ def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
     if found is None or (found.unusable is not None and found.transient):
         return None
     spot = found.option
-    own = replace(sit, spot=spot, pool=spot)
-    verdict, view = _choice(own)
-    if _standby_reason(rnd, job, own, spot, verdict, view) is not None:
+    judged = ruling(replace(sit, spot=spot, pool=spot), held=True)
+    if judged.standby is not None:
         return None
+    view = judged.view
     if view is not None and not keeps_fallback(view):
         # What changed since it was held, so the withdrawal follows from the hold.
         why = (
@@ -345,37 +285,22 @@ def _withdraw(rnd: _Round, job: JobState, sit: Situation) -> Decision | None:
     return Withdraw(job.id, held.attempt_id, why)
 
 
-def _standby_reason(
-    rnd: _Round,
-    job: JobState,
-    sit: Situation,
-    spot: Option,
-    verdict: Verdict,
-    view: SlackView | None,
-) -> str | None:
-    """Why a standby on `spot` is worth holding beside on-demand now; None: it is not."""
-    if view is not None and not keeps_fallback(view):
-        return None
-    if verdict.choice is Choice.SPOT:
+def _standby_reason(rnd: _Round, sit: Situation, hold: Hold, verdict: Verdict) -> str:
+    """Why the standby is held, in words a job's status can show."""
+    if hold is Hold.SPOT_BACK:
         return "spot is back: a standby takes over from on-demand at its checkpoint"
-    if standby_pays(
-        lifetime=spot.lifetime_hours,
-        work_left=work_hours(job, spot),
-        restart=sit.restart_hours,
-        step=rnd.snapshot.step_hours,
-        price_ratio=sit.terms().price_ratio,
-    ):
-        # Why on-demand stays, too: held beside it, the standby read as the rule's reversal.
-        stays = f" (on-demand stays: {verdict.why})" if verdict.choice is Choice.ON_DEMAND else ""
-        # The lifetime is the market's, on its clock; the changeover is this launcher's own
-        # (a process start, a node's provisioning), on the wall clock whatever the market's.
-        lifetime = market_duration(spot.lifetime_hours, time_scale=rnd.snapshot.time_scale)
-        return (
-            f"a standby on spot pays for itself: expected spot run {lifetime} against a "
-            f"changeover of {market_duration(sit.restart_hours)}, hidden while on-demand "
-            f"trains{stays}"
-        )
-    return None
+    spot = sit.spot
+    assert spot is not None
+    # Why on-demand stays, too: held beside it, the standby read as the rule's reversal.
+    stays = f" (on-demand stays: {verdict.why})" if verdict.choice is Choice.ON_DEMAND else ""
+    # The lifetime is the market's, on its clock; the changeover is this launcher's own
+    # (a process start, a node's provisioning), on the wall clock whatever the market's.
+    lifetime = market_duration(spot.lifetime_hours, time_scale=rnd.snapshot.time_scale)
+    return (
+        f"a standby on spot pays for itself: expected spot run {lifetime} against a "
+        f"changeover of {market_duration(sit.restart_hours)}, hidden while on-demand "
+        f"trains{stays}"
+    )
 
 
 def _take(rnd: _Round, job: JobState, option: Option, out: Outcome) -> None:

@@ -3,9 +3,11 @@
 A single option's expected cost (cost_model.evaluate) assumes the job stays on it to the end.
 The policy does not: it rides spot while the deadline's slack lasts, waits when spot is gone and
 slack allows, falls back to on-demand when the slack is down to its reserve, and returns to
-spot when that pays. This simulates exactly that rule (slack.choose, as decide() calls it, with
-decide()'s reaction time, restart time and reserve) over the spot pool's availability, many times
-with a fixed seed, so one snapshot always gives one quote.
+spot when that pays, holding a standby beside on-demand where the launcher can. This simulates
+exactly that rule over the spot pool's availability: at each simulated moment it asks the verdict
+decide() asks (api.placement.verdict), with decide()'s reaction time, restart time and reserve,
+many times with a fixed seed, so one snapshot always gives one quote. Where the quote departs
+from decide() on purpose, run() says so.
 
 The pool alternates available and unavailable runs. Their means are the pool's learned
 preemption rate (for the whole gang) and its mean time to availability; their shapes are the
@@ -33,13 +35,13 @@ import random
 import statistics
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
 from api.placement.options import Option, interval, work_hours
 from api.placement.situation import Situation
-from api.placement.slack import Choice, SlackView, choose, reserve
-from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from api.placement.slack import Choice, reserve
+from api.placement.verdict import Moment, ruling, slack_view
 from gpujobs.spec import MAX_PLANNED_HOURS
 
 RUNS = 128
@@ -164,12 +166,124 @@ def quote(
     )
 
 
+@dataclass(slots=True)
+class _Run:
+    """One simulated run's state: the clock, the bill, the work left, what runs and the spot
+    pool's next change. Its transitions are the policy's moves and the pool's."""
+
+    work: float  # hours of the situation's unit GPU
+    available: bool  # the spot pool has capacity
+    until_flip: float  # hours to the pool's next change
+    t: float = 0.0
+    cost: float = 0.0
+    spot_hours: float = 0.0
+    billed: float = 0.0
+    on: Choice = Choice.WAIT
+    changeover: float = 0.0  # restart hours the current attempt still has to go through
+    since_ckpt: float = 0.0  # wall hours run since the last checkpoint
+    started: float = 0.0  # when the current attempt started
+    held: float | None = None  # a standby's changeover hours left to its handover
+
+    def move(self, choice: Choice, restart: float) -> None:
+        """decide()'s verdict: a new attempt where it changes what runs (none to wait); spot
+        while the pool is out starts nothing."""
+        if choice is not self.on:
+            if choice is not Choice.WAIT:
+                self.changeover = restart
+                self.started = self.t
+            self.on = choice
+            self.since_ckpt = 0.0
+        if self.on is Choice.SPOT and not self.available:
+            self.on = Choice.WAIT
+
+    def hold(self, changeover: float) -> None:
+        """A standby starts on spot beside on-demand: its changeover runs while on-demand
+        trains."""
+        self.held = changeover
+
+    def hand_over(self) -> None:
+        """The standby, through its changeover, takes over from on-demand with none left."""
+        self.on, self.changeover, self.started, self.held = Choice.SPOT, 0.0, self.t, None
+        self.since_ckpt = 0.0
+
+    def drop_standby(self) -> None:
+        """It left on-demand, or the standby's spot went with the pool."""
+        self.held = None
+
+    def bill_standby(self, step: float, price: float) -> None:
+        assert self.held is not None
+        self.cost += step * price
+        self.billed += step
+        self.spot_hours += step
+        self.held -= step
+
+    def run_for(self, step: float, price: float, overhead: float, pace: float, tau: float) -> bool:
+        """The attempt runs `step` hours, billed at `price`: its changeover first, then work at
+        `pace` wall hours per hour, stalled by checkpoints (`overhead`) every `tau`. True when
+        the work is done within it (the clock and bill stop at the finish)."""
+        on_spot = self.on is Choice.SPOT
+        run = step
+        self.cost += run * price
+        self.billed += run
+        if on_spot:
+            self.spot_hours += run
+        setup = min(self.changeover, run)
+        self.changeover -= setup
+        useful = (run - setup) / overhead / pace
+        if useful >= self.work:
+            extra = run - (setup + self.work * overhead * pace)
+            self.cost -= extra * price
+            self.billed -= extra
+            if on_spot:
+                self.spot_hours -= extra
+            self.t += run - extra
+            self.work = 0.0
+            return True
+        self.work -= useful
+        ran_useful = useful * pace  # wall hours since the last checkpoint
+        self.since_ckpt = (
+            (self.since_ckpt + ran_useful) % tau
+            if math.isfinite(tau)
+            else self.since_ckpt + ran_useful
+        )
+        return False
+
+    def advance(self, step: float) -> bool:
+        """The clock moves on `step` hours; True when the pool changes then."""
+        self.t += step
+        self.until_flip -= step
+        return self.until_flip <= 1e-12
+
+    def preempt(self, lost: float, total_work: float) -> None:
+        """Spot is reclaimed: the work since the last checkpoint (`lost`) is to be done again."""
+        self.work = min(total_work, self.work + lost)
+        self.since_ckpt = 0.0
+        self.on = Choice.WAIT
+
+    def close_out(self, price: float) -> None:
+        """The work left, done at once at `price` an hour of work (not counted as billed hours)."""
+        self.cost += self.work * price
+        self.t += self.work
+        self.work = 0.0
+
+    def finish_beyond(self, hours: float, price: float) -> None:
+        """Work past what one run simulates, on the fallback's terms at once."""
+        self.cost += hours * price
+        self.billed += hours
+        self.t += hours
+
+
 class _Sim:
     """One job's quote set-up; run() is one simulated run of the policy."""
 
     def __init__(self, sit: Situation) -> None:
         job, spot, od = sit.job, sit.pool, sit.on_demand
         self.sit, self.job, self.spot, self.od = sit, job, spot, od
+        # The situation decide() would judge at each simulated moment: the pool there or out,
+        # and (with one held) no other standby to ask about.
+        self.up = replace(sit, spot=spot)
+        self.out = replace(sit, spot=None)
+        self.holding = replace(sit, spot=spot, standby=False)
         self.restart = sit.restart_hours
         self.spot_tau = interval(job, spot) / 3600.0 if spot is not None else math.inf
         self.od_tau = interval(job, od) / 3600.0 if od is not None else math.inf
@@ -177,8 +291,8 @@ class _Sim:
         self.notice = job.spec.trainer.checkpoint.on_preemption
         lifetime = spot.lifetime_hours if spot is not None else math.inf
         mtta = max(spot.risk.mtta_hours, 1e-6) if spot is not None else 1.0
-        self.up = Runs.fit(lifetime, spot.up_cv if spot is not None else 1.0)
-        self.down = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
+        self.up_runs = Runs.fit(lifetime, spot.up_cv if spot is not None else 1.0)
+        self.down_runs = Runs.fit(mtta, spot.down_cv if spot is not None else 1.0)
         # Work in hours of the situation's unit GPU (decide()'s: on-demand's, else spot's)
         simulated = min(job.remaining_hours, SIMULATED_WORK_HOURS)
         self.total_work = simulated * sit.unit
@@ -194,173 +308,103 @@ class _Sim:
         )
         self.g = self.terms.step_hours
         self.spot_pace = self.terms.spot_pace
-        self.standby = sit.standby and spot is not None and od is not None
+        # (checkpoint overhead, wall hours per hour of work, checkpoint interval) on each
+        self.paces = {
+            on: (1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0), pace, tau)
+            for on, tau, pace in (
+                (Choice.SPOT, self.spot_tau, self.spot_pace),
+                (Choice.ON_DEMAND, self.od_tau, 1.0),
+            )
+        }
 
     def run(self, available: bool, rng: random.Random) -> tuple[float, float, bool, float, float]:
         """(cost, hours to finish, met the deadline, spot hours, billed hours)."""
         spot, od, restart = self.spot, self.od, self.restart
-        t = cost = spot_hours = billed = 0.0
-        work = self.total_work
-        on = Choice.WAIT
-        changeover = 0.0  # restart hours the current attempt still has to go through
-        since_ckpt = 0.0
-        started = 0.0  # when the current attempt started
-        held: float | None = None  # a standby's changeover hours left to its handover
-        until_flip = self.up.residual(rng) if available else self.down.residual(rng)
+        until_flip = self.up_runs.residual(rng) if available else self.down_runs.residual(rng)
         if spot is None:
             available, until_flip = False, math.inf
+        s = _Run(work=self.total_work, available=available, until_flip=until_flip)
         limit = self.horizon * 4 if self.left is not None else self.horizon
-        while work > 1e-9:
-            if t >= limit:
+        while s.work > 1e-9:
+            if s.t >= limit:
                 # Never finishing within four windows (or a month without a deadline): finish
                 # the rest on the cheapest option's expected terms so the quote stays finite.
                 fallback = od or spot
-                cost += work * (fallback.price_per_hour if fallback is not None else 0.0)
-                t += work
+                s.close_out(fallback.price_per_hour if fallback is not None else 0.0)
                 break
-            ran = t - started if on is not Choice.WAIT else math.inf
-            view = self._view(on, available, changeover, work, t, ran)
-            choice = self._choose(on, available, view)
-            if self.standby and on is Choice.ON_DEMAND and available:
+            # The simulated state as decide()'s verdict (api.placement.verdict) takes it.
+            sit = (self.holding if s.held is not None else self.up) if s.available else self.out
+            at = Moment(
+                None if self.left is None else self.left - s.t,
+                s.work,
+                s.work * self.spot_pace,
+                s.on,
+                s.changeover,
+                math.inf if s.on is Choice.WAIT else s.t - s.started,
+                s.on is Choice.SPOT and sit.spot is not None,
+            )
+            judged = ruling(sit, at, self.terms)
+            choice = judged.verdict.choice
+            if spot is None and od is not None and s.on is Choice.WAIT:
+                # The quote's own: with no spot pool at all it runs on-demand at once, where
+                # decide() waits out its slack first for the spot that cannot come.
+                choice = Choice.ON_DEMAND
+            if s.on is Choice.ON_DEMAND and s.available and self.up.standby:
                 # Make-before-break (decide()'s Standby): where the rule moves to spot, or where
                 # one pays, a standby takes its changeover while on-demand trains, then takes
                 # over with none left.
-                if held is None and self._holds(choice, view, work):
-                    held = restart + self.g
-                if held is not None:
-                    if held <= 1e-12:
-                        on, changeover, started, held = Choice.SPOT, 0.0, t, None
-                        since_ckpt = 0.0
-                    choice = on
-            elif on is not Choice.ON_DEMAND or not available:
-                held = None  # it left on-demand, or the standby's spot went with the pool
-            if choice is not on:
-                if choice is not Choice.WAIT:
-                    changeover = restart
-                    started = t
-                on = choice
-                since_ckpt = 0.0
-            if on is Choice.SPOT and not available:
-                on = Choice.WAIT
-            # Nothing the rule looks at changes while spot runs or while on-demand runs without
-            # spot to return to: jump to the pool's next change (the finish is caught below).
-            steady = (on is Choice.SPOT and available) or (on is Choice.ON_DEMAND and not available)
-            tau = self.spot_tau if on is Choice.SPOT else self.od_tau
-            overhead = 1.0 + (self.ckpt / tau if math.isfinite(tau) else 0.0)
-            pace = self.spot_pace if on is Choice.SPOT else 1.0  # wall hours per hour of work
-            if steady:
+                if s.held is None and judged.standby is not None:
+                    s.hold(restart + self.g)
+                if s.held is not None:
+                    if s.held <= 1e-12:
+                        s.hand_over()
+                    choice = s.on
+            elif s.on is not Choice.ON_DEMAND or not s.available:
+                s.drop_standby()
+            s.move(choice, restart)
+            # Hours to the next simulated decision. Nothing the rule looks at changes while spot
+            # runs or while on-demand runs without spot to return to: jump to the pool's next
+            # change (the finish is caught by run_for).
+            if (s.on is Choice.SPOT and s.available) or (
+                s.on is Choice.ON_DEMAND and not s.available
+            ):
                 # A pool that never changes: run to the finish at once.
-                step = min(until_flip, changeover + work * overhead * pace + 1.0)
-            elif on is Choice.WAIT and view is not None:
+                overhead, pace, _ = self.paces[s.on]
+                step = min(s.until_flip, s.changeover + s.work * overhead * pace + 1.0)
+            elif s.on is Choice.WAIT and at.hours_left is not None:
                 # Wait exactly up to the reserve: slack falls an hour per hour waited while
-                # the reserve falls slower, so this step never passes the point to leave.
+                # the reserve falls slower, so this step never passes the point to leave. (The
+                # rule's view where the verdict needed none: no on-demand to fall back on.)
+                view = judged.view or slack_view(sit, at, self.terms)
                 margin = view.hours_left - view.work_left - restart - self.g - reserve(view)
-                step = min(self.stride, until_flip, max(self.g, margin))
+                step = min(self.stride, s.until_flip, max(self.g, margin))
             else:
-                step = min(self.stride, until_flip)
-            if held is not None:
-                step = max(min(step, held), 1e-9)
-                cost += step * spot.price_per_hour  # type: ignore[union-attr]  # held: spot set
-                billed += step
-                spot_hours += step
-                held -= step
-            if on is not Choice.WAIT:
-                option = spot if on is Choice.SPOT else od
+                step = min(self.stride, s.until_flip)
+            if s.held is not None:
+                step = max(min(step, s.held), 1e-9)
+                s.bill_standby(step, spot.price_per_hour)  # type: ignore[union-attr]  # held: spot set
+            if s.on is not Choice.WAIT:
+                option = spot if s.on is Choice.SPOT else od
                 price = option.price_per_hour if option is not None else 0.0
-                run = step
-                cost += run * price
-                billed += run
-                if on is Choice.SPOT:
-                    spot_hours += run
-                setup = min(changeover, run)
-                changeover -= setup
-                useful = (run - setup) / overhead / pace
-                if useful >= work:
-                    extra = run - (setup + work * overhead * pace)
-                    cost -= extra * price
-                    billed -= extra
-                    if on is Choice.SPOT:
-                        spot_hours -= extra
-                    t += run - extra
-                    work = 0.0
+                if s.run_for(step, price, *self.paces[s.on]):
                     break
-                work -= useful
-                ran_useful = useful * pace  # wall hours since the last checkpoint
-                since_ckpt = (
-                    (since_ckpt + ran_useful) % tau
-                    if math.isfinite(tau)
-                    else since_ckpt + ran_useful
-                )
-            t += step
-            until_flip -= step
-            if until_flip <= 1e-12:
-                available = not available
-                if available:
-                    until_flip = self.up.fresh(rng)
-                else:
-                    until_flip = self.down.fresh(rng)
-                    if on is Choice.SPOT:
-                        # Preempted: the work since the last checkpoint is lost (only the save
-                        # itself when the trainer checkpoints on the notice).
-                        lost = (self.ckpt if self.notice else since_ckpt) / self.spot_pace
-                        work = min(self.total_work, work + lost)
-                        since_ckpt = 0.0
-                        on = Choice.WAIT
+            if s.advance(step):
+                self._flip(s, rng)
         if self.beyond > 0:
             fallback = od or spot
-            price = fallback.price_per_hour if fallback is not None else 0.0
-            cost += self.beyond * price
-            billed += self.beyond
-            t += self.beyond
-        met = self.left is None or t <= self.left + 1e-9
-        return cost, t, met, spot_hours, billed
+            s.finish_beyond(self.beyond, fallback.price_per_hour if fallback is not None else 0.0)
+        met = self.left is None or s.t <= self.left + 1e-9
+        return s.cost, s.t, met, s.spot_hours, s.billed
 
-    def _view(
-        self, on: Choice, available: bool, changeover: float, work: float, t: float, ran: float
-    ) -> SlackView | None:
-        """decide()'s view of the deadline in the simulated state."""
-        if self.left is None:
-            return None
-        return self.sit.view(
-            self.terms,
-            hours_left=self.left - t,
-            work=work,
-            on=on,
-            changeover_left=changeover,
-            spot_available=self.spot is not None and available,
-            on_hours=ran,
-        )
-
-    def _holds(self, choice: Choice, view: SlackView | None, work: float) -> bool:
-        """decide()'s standby rule (policy._standby) in the simulated state."""
-        if view is not None and not keeps_fallback(view):
-            return False
-        spot = self.spot
-        assert spot is not None
-        if self.left is None:
-            return choice is Choice.SPOT and standby_beats_move(
-                lifetime=spot.lifetime_hours,
-                restart=self.restart,
-                step=self.g,
-                price_ratio=self.terms.price_ratio,
-            )
-        if choice is Choice.SPOT:
-            return True
-        return standby_pays(
-            lifetime=spot.lifetime_hours,
-            work_left=work * self.spot_pace,
-            restart=self.restart,
-            step=self.g,
-            price_ratio=self.terms.price_ratio,
-        )
-
-    def _choose(self, on: Choice, available: bool, view: SlackView | None) -> Choice:
-        """decide()'s choice (policy._choice) in the simulated state."""
-        spot_ok = self.spot is not None and available
-        if self.od is None:
-            return Choice.SPOT if spot_ok else Choice.WAIT
-        if not spot_ok and (on is not Choice.WAIT or self.spot is None):
-            return Choice.ON_DEMAND
-        if view is None:
-            return Choice.SPOT if spot_ok else Choice.ON_DEMAND
-        return choose(view)
+    def _flip(self, s: _Run, rng: random.Random) -> None:
+        """The pool changes: a fresh run of the other state; spot running on it is preempted."""
+        s.available = not s.available
+        if s.available:
+            s.until_flip = self.up_runs.fresh(rng)
+            return
+        s.until_flip = self.down_runs.fresh(rng)
+        if s.on is Choice.SPOT:
+            # Preempted: the work since the last checkpoint is lost (only the save itself when
+            # the trainer checkpoints on the notice).
+            lost = (self.ckpt if self.notice else s.since_ckpt) / self.spot_pace
+            s.preempt(lost, self.total_work)

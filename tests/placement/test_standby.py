@@ -9,10 +9,10 @@ from datetime import timedelta
 
 from api.placement import Current, JobState, Migrate, Standby, Withdraw, decide
 from api.placement.options import Market
-from api.placement.policy import _choice
 from api.placement.situation import situation
 from api.placement.slack import Choice, SlackView
 from api.placement.standby import keeps_fallback, standby_beats_move, standby_pays
+from api.placement.verdict import ruling
 from api.pricing.preemption import PreemptionPrior
 from gpujobs.spec import CapacityType
 from tests.placement.test_policy import NOW, OFFERS, job, snap
@@ -163,8 +163,8 @@ def test_a_job_handed_over_to_spot_is_seen_with_no_changeover_left() -> None:
     spot = OFFERS[1]
     warm = Current(spot.key, CapacityType.SPOT, NOW - timedelta(seconds=30), warm=True)
     handed = replace(on_demand(9.0, deadline=9.3), current=warm)
-    view = _choice(situation(Market(snap([handed])), handed, NOW))[1]
+    view = ruling(situation(Market(snap([handed])), handed, NOW)).view
     assert view is not None and view.changeover_left == 0.0
     cold = replace(handed, current=replace(warm, warm=False))
-    view = _choice(situation(Market(snap([cold])), cold, NOW))[1]
+    view = ruling(situation(Market(snap([cold])), cold, NOW)).view
     assert view is not None and view.changeover_left > 0.15  # restart (0.2 h) less 30 s
