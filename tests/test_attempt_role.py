@@ -22,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("api", "worker")
 HOME = "api/models.py"
 # `<name>.standby` where <name> is not an attempt: Settings/Snapshot/Situation switches, the
-# RunConfig, decide()'s JobState (its held standby), a job's Ledger, the quote's simulation.
+# RunConfig, decide()'s JobState (its held standby), a job's Ledger, the quote's simulation,
+# the verdict's Ruling (whether to hold one) and the quote's view of the Snapshot.
 OTHER_STANDBYS = frozenset(
-    {"settings", "snap", "snapshot", "sit", "config", "job", "ledger", "self"}
+    {"settings", "snap", "snapshot", "sit", "config", "job", "ledger", "self", "judged", "up"}
 )
 
 
