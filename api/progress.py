@@ -90,6 +90,16 @@ class Progress:
         return row
 
 
+def read_or_none(stored: object) -> Progress | None:
+    """`read`, with a column holding something other than a report taken as no report: for the
+    readers that only bill or watch (the scheduler's `read` names the field and sets the job
+    aside); what the trainer reports next replaces the column."""
+    try:
+        return read(stored)
+    except NotAReport:
+        return None
+
+
 def read(stored: object) -> Progress | None:
     """The progress a job's row holds; None: no report yet. Raises NotAReport for a column
     holding something else."""
@@ -138,6 +148,8 @@ def _rate(stored: dict[str, Any], samples_per_s: float | None) -> AttemptRate | 
 def _figure(name: str, value: object) -> object | None:
     """The stored value as the field's type; None where it is not one."""
     if name in _INTEGERS:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # a whole number a JSON writer spelled 5.0
         return value if isinstance(value, int) and not isinstance(value, bool) else None
     if name in _NUMBERS:
         return _number(value)

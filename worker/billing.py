@@ -31,7 +31,7 @@ def close(
     metrics.record_dollars(attempt.cost_microusd / MICRO)
     if attempt.role is AttemptRole.STANDBY:
         return  # never the job's attempt: the job's steps are not its to lose
-    progress = stored_progress.read(job.progress) if job else None
+    progress = stored_progress.read_or_none(job.progress) if job else None
     step = progress.step if progress else None
     checkpoint = job.resume_from_step if job else None
     if step is not None:

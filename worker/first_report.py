@@ -125,7 +125,7 @@ def check(cp: ControlPlane, *, attempt_id: str) -> int:
 
 def facts(session: Session, *, attempt: JobAttempt, job: Job) -> Facts:
     training = job.status == JobStatus.RUNNING.value and attempt.role is AttemptRole.PRIMARY
-    progress = stored_progress.read(job.progress)
+    progress = stored_progress.read_or_none(job.progress)
     reported = progress is not None and progress.report.attempt_id == attempt.id
     # The events are read only for an attempt not heard from yet: a few seconds of most.
     warned = not reported and any(

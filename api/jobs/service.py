@@ -323,7 +323,7 @@ def report_progress(
     if report.attempt_id is not None and (current is None or current.id != report.attempt_id):
         raise Conflict("progress from an attempt that is no longer current")
     _check_bounds(job, report)
-    before = stored_progress.read(job.progress)
+    before = stored_progress.read_or_none(job.progress)
     job.progress = stored_progress.Progress(
         # Whose report it is: the reconciler waits for an attempt's first (worker.first_report).
         report=report.model_copy(update={"attempt_id": current.id if current else None}),

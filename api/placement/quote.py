@@ -341,7 +341,10 @@ class _Sim:
                 s.on,
                 s.changeover,
                 math.inf if s.on is Choice.WAIT else s.t - s.started,
-                s.on is Choice.SPOT and sit.spot is not None,
+                # Never "held" here, as before the verdict was shared: the quote does not model
+                # decide()'s stay on a spot pool that on-demand can no longer beat
+                # (slack._late_either_way); changing that would change every such quote.
+                False,
             )
             judged = ruling(sit, at, self.terms)
             choice = judged.verdict.choice

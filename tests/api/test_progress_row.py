@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from api.progress import REPORT_FIELDS, AttemptRate, NotAReport, read
+from api.progress import REPORT_FIELDS, AttemptRate, NotAReport, read, read_or_none
 from gpujobs.resources import ProgressReport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +76,23 @@ def test_no_row_is_no_progress_and_a_column_of_something_else_is_refused() -> No
     assert read(None) is None
     with pytest.raises(NotAReport):
         read(["not", "a", "report"])
+
+
+def test_the_readers_that_bill_or_watch_take_a_column_of_something_else_as_no_report() -> None:
+    """Billing, the first-report watch and the progress endpoint read the row with
+    read_or_none: a column holding a list or a number must not stop an attempt from closing
+    (before api.progress they took `job.progress or {}`)."""
+    for stored in ([], "", 0, ["not", "a", "report"], 7):
+        assert read_or_none(stored) is None
+    progress = read_or_none({"step": 5})
+    assert progress is not None and progress.step == 5
+
+
+def test_a_whole_number_spelled_as_a_float_is_read_as_the_integer_it_is() -> None:
+    progress = read({"step": 5.0, "total_steps": 100.0, "checkpoint_step": 4.0})
+    assert progress is not None
+    assert (progress.step, progress.total_steps, progress.report.checkpoint_step) == (5, 100, 4)
+    assert isinstance(progress.step, int) and progress.unreadable == {}
 
 
 def test_a_figure_of_the_wrong_type_is_kept_as_stored_for_the_bounds_to_name() -> None:

@@ -44,7 +44,7 @@ from worker.launchers.kubernetes.manifests import (
 from worker.reconciler import reconcile_once
 from worker.scheduler import schedule_once
 from worker.storage_credentials.iam_users import IamUsers
-from worker.storage_credentials.left_uploads import left_behind
+from worker.storage_credentials.left_uploads import Lifetime, dead_before, left_behind
 from worker.storage_credentials.policy import prefix_policy
 from worker.storage_credentials.revocation import sweep_due, to_revoke
 
@@ -228,6 +228,51 @@ def test_only_uploads_begun_by_the_attempts_end_are_its_own() -> None:
         ("j/step-1/model.pt", "before"),
         ("j/step-1/optim.pt", "that second"),
     ]
+
+
+def test_a_standby_that_ends_beside_its_primary_takes_none_of_the_primarys_uploads() -> None:
+    """A standby withdrawn or lost while its primary trains ends with the primary's checkpoint
+    upload in flight under the same prefix: nothing begun after the primary was created is a
+    dead attempt's. An attempt that ended before this one began, or one created after it
+    ended, does not move the cutoff."""
+    t0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    minute = timedelta(minutes=1)
+    primary = Lifetime(t0, None)
+    standby = Lifetime(t0 + 5 * minute, t0 + 9 * minute)
+    assert dead_before(standby, [primary]) == t0
+    uploads = [{"Key": "j/step-9/model.pt", "UploadId": "primary's", "Initiated": t0 + 8 * minute}]
+    assert left_behind(uploads, ended_at=dead_before(standby, [primary])) == []
+
+    earlier = Lifetime(t0 - 9 * minute, t0 - minute)  # ended before the primary was created
+    later = Lifetime(t0 + 10 * minute, None)  # the next attempt, created after it ended
+    primary_ended = Lifetime(t0, t0 + 9 * minute)
+    assert dead_before(primary_ended, [earlier, later]) == t0 + 9 * minute
+    # A handover: the standby that takes over was created while the primary still ran.
+    taking_over = Lifetime(t0 + 7 * minute, None)
+    assert dead_before(primary_ended, [earlier, taking_over, later]) == t0 + 7 * minute
+
+
+def test_a_store_that_refuses_the_uploads_listing_still_loses_the_attempts_user(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A control plane whose role may not list or abort uploads (an upgrade that did not add
+    the rights) must still revoke: a user kept would be listed by every later sweep, and the
+    users would pile up to the account's limit."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    s3_server.create_bucket(BUCKET)
+    users = IamUsers(
+        iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
+    )
+    attempt, uri = str(uuid.uuid4()), f"s3://{BUCKET}/refused/{uuid.uuid4()}"
+    assert users.issue(attempt_id=attempt, checkpoint_uri=uri) is not None
+
+    def refuse(*_: object, **__: object) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied"}}, "ListMultipartUploads")
+
+    monkeypatch.setattr(users.s3, "get_paginator", refuse)
+    users.revoke(attempt_id=attempt, checkpoint_uri=uri, ended_at=datetime.now(UTC))
+    assert attempt not in users.issued()
 
 
 def test_a_relaunched_attempt_keeps_its_first_keys_until_it_ends(

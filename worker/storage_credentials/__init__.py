@@ -61,7 +61,8 @@ class StorageCredentials(Protocol):
         ended_at: datetime | None = None,
     ) -> None:
         """Every key issued for the attempt stops working, and the multipart uploads it left
-        unfinished under `checkpoint_uri` (those begun by `ended_at`) are aborted with the
+        unfinished under `checkpoint_uri` (those begun by `ended_at`: its end, or before the
+        creation of another attempt of the job alive beside it) are aborted with the
         control plane's keys (left_uploads.py); without both, only the keys. Idempotent."""
         ...
 

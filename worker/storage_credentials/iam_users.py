@@ -162,9 +162,7 @@ class IamUsers:
             # existence is what makes the next sweep try again when this raises.
             location = parse_uri(checkpoint_uri) if checkpoint_uri else None
             if isinstance(location, S3Location) and ended_at is not None:
-                aborted = abort_left_uploads(self.s3, location, ended_at=ended_at)
-                if aborted:
-                    log.info("aborted %d upload(s) attempt %s left unfinished", aborted, attempt_id)
+                self._abort_left_uploads(attempt_id, location, ended_at)
             self.iam.delete_user_policy(UserName=user, PolicyName=POLICY_NAME)
         except Exception as error:
             if _code(error) != "NoSuchEntity":
@@ -175,6 +173,21 @@ class IamUsers:
             if _code(error) != "NoSuchEntity":
                 raise
         log.info("revoked the storage credentials of attempt %s", attempt_id)
+
+    def _abort_left_uploads(self, attempt_id: str, location: S3Location, before: datetime) -> None:
+        """Best effort: a store that refuses the listing or the abort (a control plane role
+        without those rights, a store without them) must not keep the attempt's user, which
+        would keep every later sweep listing it; the parts stay, and the log says so."""
+        try:
+            aborted = abort_left_uploads(self.s3, location, ended_at=before)
+        except Exception:
+            log.warning(
+                "could not abort the uploads attempt %s left unfinished under %s",
+                attempt_id, location, exc_info=True,
+            )  # fmt: skip
+            return
+        if aborted:
+            log.info("aborted %d upload(s) attempt %s left unfinished", aborted, attempt_id)
 
     def issued(self) -> list[str]:
         attempts: list[str] = []

@@ -6,20 +6,43 @@ under its job's prefix, which an attempt's own identity may not do: SeaweedFS 4.
 `s3:ListBucketMultipartUploads` in a policy (policy.py), so the listing is refused and the
 uploads stayed. The control plane lists them instead, when it revokes the attempt's keys.
 
-The job's next attempt may be uploading under the same prefix by then (revocation is a paced
-sweep), so only uploads begun by the time the attempt ended are taken: the next attempt is
-launched after that, and its trainer starts uploading later still. The store's clock dates an
-upload and the worker's an attempt's end, so this assumes the two agree to within a trainer's
-start (seconds at least).
+Another attempt of the job may be uploading under the same prefix: the next one (revocation is
+a paced sweep), or the primary a standby stood beside (a standby that is withdrawn or lost ends
+while the primary trains and checkpoints). So only uploads begun before every other attempt
+alive beside this one was created, and by this one's end, are taken (`dead_before`): an attempt
+uploads only after it was created. The store's clock dates an upload and the worker's an
+attempt, so this assumes the two agree to within a trainer's start (seconds at least).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from gpujobs.checkpoints import S3Location
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    created_at: datetime
+    ended_at: datetime | None  # None: still open
+
+
+def dead_before(attempt: Lifetime, others: Iterable[Lifetime]) -> datetime:
+    """The time before which every upload under the job's prefix belongs to an attempt that can
+    no longer finish it: `attempt`'s end, or earlier, the creation of any other attempt of the
+    job that was alive beside it (created by its end, not ended before it was created)."""
+    assert attempt.ended_at is not None
+    cutoff = attempt.ended_at
+    for other in others:
+        beside = other.created_at <= attempt.ended_at and (
+            other.ended_at is None or other.ended_at > attempt.created_at
+        )
+        if beside:
+            cutoff = min(cutoff, other.created_at)
+    return cutoff
 
 
 def left_behind(

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.database import read_session
 from api.models import Job, JobAttempt
 from worker.storage_credentials import StorageCredentials
+from worker.storage_credentials.left_uploads import Lifetime, dead_before
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +93,33 @@ def _sweep(*, storage: StorageCredentials, factory: sessionmaker[Session]) -> in
         return 0
     with read_session(factory) as session:
         rows = session.execute(
-            select(JobAttempt.id, JobAttempt.ended_at, Job.checkpoint_uri)
+            select(
+                JobAttempt.id, JobAttempt.job_id, JobAttempt.created_at, JobAttempt.ended_at,
+                Job.checkpoint_uri,
+            )
             .join(Job, Job.id == JobAttempt.job_id)
             .where(JobAttempt.id.in_(issued))
-        ).all()
-    still_open = {attempt_id for attempt_id, ended_at, _ in rows if ended_at is None}
-    # Where an ended attempt may have left unfinished uploads, and since when it cannot add one.
-    ended = {attempt_id: (uri, ended_at) for attempt_id, ended_at, uri in rows if ended_at}
+        ).all()  # fmt: skip
+        siblings: dict[str, list[tuple[str, Lifetime]]] = {}
+        for job_id, attempt_id, created_at, ended_at in session.execute(
+            select(JobAttempt.job_id, JobAttempt.id, JobAttempt.created_at, JobAttempt.ended_at)
+            .where(JobAttempt.job_id.in_({row.job_id for row in rows if row.ended_at}))
+        ):  # fmt: skip
+            siblings.setdefault(job_id, []).append((attempt_id, Lifetime(created_at, ended_at)))
+    still_open = {row.id for row in rows if row.ended_at is None}
+    # Where an ended attempt may have left unfinished uploads, and before when every upload
+    # there is a dead attempt's (not the primary's a standby stood beside, not the next's).
+    ended = {
+        row.id: (
+            row.checkpoint_uri,
+            dead_before(
+                Lifetime(row.created_at, row.ended_at),
+                (life for other, life in siblings.get(row.job_id, []) if other != row.id),
+            ),
+        )
+        for row in rows
+        if row.ended_at
+    }
     revoked, failed = 0, False
     for attempt_id in to_revoke(issued=issued, open_attempts=still_open):
         checkpoint_uri, ended_at = ended.get(attempt_id, (None, None))
