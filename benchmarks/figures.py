@@ -379,7 +379,7 @@ def cluster_start(r: dict[str, Any]) -> Row:
     )
     return (
         "cluster start",
-        "`python -m benchmarks.cluster_start [--cold]`",
+        "`python -m benchmarks.cluster_start [--cold | --cold-record FILE]`",
         f"`scripts/cluster/up.sh` to a Ready node: warm {r['warm_s']['median']:.0f} s median "
         f"({len(r['warm_s']['runs'])} runs); {cold_text} ({r['machine']['cpus']} cores)",
     )
@@ -429,7 +429,7 @@ NOT_YET = {
     ),
     "cluster_start": (
         "cluster start",
-        "`python -m benchmarks.cluster_start [--cold]`",
+        "`python -m benchmarks.cluster_start [--cold | --cold-record FILE]`",
         "the local cluster's start, warm and cold: not yet run",
     ),
     "make_test": (
