@@ -252,18 +252,21 @@ def test_a_standby_that_ends_beside_its_primary_takes_none_of_the_primarys_uploa
     assert dead_before(primary_ended, [earlier, taking_over, later]) == t0 + 7 * minute
 
 
+def iam_users(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> IamUsers:
+    """The control plane's minter on the live store (its keys in the environment, the bucket)."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    s3_server.create_bucket(BUCKET)
+    return IamUsers(iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url)
+
+
 def test_a_store_that_refuses_the_uploads_listing_still_loses_the_attempts_user(
     s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A control plane whose role may not list or abort uploads (an upgrade that did not add
     the rights) must still revoke: a user kept would be listed by every later sweep, and the
     users would pile up to the account's limit."""
-    for key, value in s3_server.env().items():
-        monkeypatch.setenv(key, value)
-    s3_server.create_bucket(BUCKET)
-    users = IamUsers(
-        iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
-    )
+    users = iam_users(s3_server, monkeypatch)
     attempt, uri = str(uuid.uuid4()), f"s3://{BUCKET}/refused/{uuid.uuid4()}"
     assert users.issue(attempt_id=attempt, checkpoint_uri=uri) is not None
 
@@ -279,12 +282,7 @@ def test_a_relaunched_attempt_keeps_its_first_keys_until_it_ends(
     s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A launch retried after a crash may find the first trainer running with the first keys."""
-    for key, value in s3_server.env().items():
-        monkeypatch.setenv(key, value)
-    s3_server.create_bucket(BUCKET)
-    users = IamUsers(
-        iam_endpoint_url=s3_server.endpoint_url, s3_endpoint_url=s3_server.endpoint_url
-    )
+    users = iam_users(s3_server, monkeypatch)
     attempt, uri = str(uuid.uuid4()), f"s3://{BUCKET}/relaunch/{uuid.uuid4()}"
     prefix = uri.split("/", 3)[3]
     first = users.issue(attempt_id=attempt, checkpoint_uri=uri)
