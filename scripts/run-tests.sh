@@ -13,7 +13,12 @@ trap 'rm -rf "$out"' EXIT
 # other cluster tests still run.
 {
   bash scripts/cluster/kueue.sh >"$out/kueue.log" 2>&1 || { echo "kueue did not start:"; tail -n 40 "$out/kueue.log"; } >"$out/k8s.log"
-  "$BIN/pytest" -m k8s -p no:cacheprovider --junitxml="$out/k8s.xml" "$@" >>"$out/k8s.log" 2>&1
+  "$BIN/pytest" -m "k8s and not cluster_stop" -p no:cacheprovider --junitxml="$out/k8s.xml" "$@" >>"$out/k8s.log" 2>&1
+  tests_rc=$?
+  # Stopping the cluster (and starting it again) once every other test on it is done.
+  "$BIN/pytest" -m cluster_stop -p no:cacheprovider --junitxml="$out/stop.xml" "$@" >>"$out/k8s.log" 2>&1
+  stop_rc=$?
+  [ "$tests_rc" = 0 ] && [ "$stop_rc" = 0 ]
 } &
 k8s=$!
 # The placement property test in a process of its own: in the whole suite's process one of its
@@ -33,7 +38,7 @@ echo "=== the tests on the real cluster (marker k8s) ==="
 # Its progress and failures, not its collection noise.
 grep -vE '^(platform|cachedir|rootdir|configfile|plugins|timeout|collected)' "$out/k8s.log" | tail -n 200
 # pytest exits 5 when it selects no test: for the k8s half that is a failure too.
-"$BIN/python" - "$out/totals" "$out/isolated.xml" "$out/main.xml" "$out/k8s.xml" <<'PY'
+"$BIN/python" - "$out/totals" "$out/isolated.xml" "$out/main.xml" "$out/k8s.xml" "$out/stop.xml" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 

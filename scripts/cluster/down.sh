@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop the local cluster: pods first (so their containers and mounts go), then the components;
 # leaves nothing running or mounted. The state (etcd, images) stays for a warm start; `--purge`
-# removes it too.
+# removes it too, and the certificate kueue.sh wrote under /etc/kueue.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
@@ -52,6 +52,33 @@ if command -v iptables >/dev/null; then
   iptables -D FORWARD -i gjcni0 -o gjcni0 -j ACCEPT 2>/dev/null
   iptables -D FORWARD -i gjcni0 ! -o gjcni0 -j DROP 2>/dev/null
 fi
+# The kubelet's own chains (KUBE-FIREWALL, jumped to from INPUT and OUTPUT, the canaries and the
+# hint), in both families, which it never removes: the jumps to them first, then the chains.
+drop_kube_chains() {  # iptables | ip6tables
+  command -v "$1" >/dev/null || return 0
+  local table chain
+  for table in filter nat mangle raw; do
+    # xargs reads the rules' quoted comments as iptables printed them.
+    "$1" -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -v '^-A KUBE-' |
+      sed 's/^-A /-D /' | xargs -r -L1 "$1" -t "$table" 2>/dev/null
+    for chain in $("$1" -t "$table" -S 2>/dev/null | awk '/^-N KUBE-/ {print $2}'); do
+      "$1" -t "$table" -F "$chain" 2>/dev/null
+    done
+    for chain in $("$1" -t "$table" -S 2>/dev/null | awk '/^-N KUBE-/ {print $2}'); do
+      "$1" -t "$table" -X "$chain" 2>/dev/null
+    done
+  done
+}
+drop_kube_chains iptables
+drop_kube_chains ip6tables
 rm -rf "$STATE/cni/ipam"
-[ "${1:-}" = --purge ] && rm -rf "$STATE" "$RUN"
+if [ "${1:-}" = --purge ]; then
+  rm -rf "$STATE" "$RUN"
+  # kueue.sh's metrics certificate, at the path the Kueue binary fixes; only ours is removed.
+  certs=/etc/kueue/metrics/certs
+  if openssl x509 -noout -subject -in "$certs/tls.crt" 2>/dev/null | grep -q 'CN *= *kueue-local'; then
+    rm -f "$certs/tls.crt" "$certs/tls.key"
+    rmdir "$certs" /etc/kueue/metrics /etc/kueue 2>/dev/null
+  fi
+fi
 echo "cluster: stopped"

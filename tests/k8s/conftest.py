@@ -29,6 +29,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/k8s/" in item.nodeid:
             item.add_marker(pytest.mark.k8s)
+    # The test that stops the cluster runs after every test that uses it.
+    items.sort(key=lambda item: item.get_closest_marker("cluster_stop") is not None)
 
 
 @pytest.fixture(scope="session")
