@@ -107,8 +107,8 @@ DRY = Sizes(
     resume_cases=(("bf16", True), ("fp16", False)),  # each code path once
     resume_threads=1,
     # A fixed step count met no notice on a fast machine (CI, once), or met them all before a
-    # slow start: notices every 40 s for 40 minutes, and a job with half a window more work
-    # than the longest window of spot (benchmarks/gpu_service.py), so it must be preempted.
+    # slow start: notices every 40 s for 40 minutes, and a job with three times the work of the
+    # longest window of spot (benchmarks/gpu_service.py), so it must be preempted.
     service_steps=None,
     spot_trace=(1, 1, 1, 0) * 60 + (1,) * 360,
     compile=False,  # inductor's CPU build of even a tiny model takes minutes on 2 cores

@@ -109,8 +109,10 @@ def longest_spot_window_s(availability: tuple[int, ...]) -> float:
 
 def outlasting_steps(availability: tuple[int, ...], steps_per_s: float) -> int:
     """Steps a job needs so that, even at the rate measured on an idle machine, it runs past
-    the end of any window of spot it starts in: twice the longest window's worth."""
-    return max(1, math.ceil(2 * longest_spot_window_s(availability) * steps_per_s))
+    the end of any window of spot it starts in: three times the longest window's worth. Twice
+    was not enough once: inside make test the rate is measured beside the Kubernetes tests'
+    load, which can be gone by the time the job runs, and the spot job ended unpreempted."""
+    return max(1, math.ceil(3 * longest_spot_window_s(availability) * steps_per_s))
 
 
 def _rate_side_by_side(trainer: dict[str, Any], scratch: Path, env: dict[str, str]) -> float:

@@ -65,6 +65,6 @@ def test_a_job_sized_to_outlast_the_spot_windows_needs_more_than_the_longest() -
     trace = (1, 1, 0) + (1, 1, 1, 1, 0) + (1,) * 50
     # the open tail is not a window: no notice ends it
     assert longest_spot_window_s(trace) == 40.0
-    assert outlasting_steps(trace, steps_per_s=12.5) == 1000  # 80 s of work
+    assert outlasting_steps(trace, steps_per_s=12.5) == 1500  # 120 s of work
     assert outlasting_steps((1, 0), steps_per_s=0.001) == 1
     assert longest_spot_window_s(DRY.spot_trace) > 0  # the dry run's market gives notices
